@@ -400,6 +400,14 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 // Whoever sends it again chooses to, knowing the agent may act twice.
 var ErrNotSentAgain = errors.New("it answered without a SNAP response and may have acted on the request, which is not sent again")
 
+// Taken reports whether err is an endpoint's answer saying it took the
+// request yet carrying no SNAP response (HTTP 500 or 204; see took), or
+// the error of ToCard's Transport that did not send such a request again
+// (ErrNotSentAgain): the agent may have acted on the request.
+func Taken(err error) bool {
+	return errors.Is(err, ErrNotSentAgain) || took(err)
+}
+
 // took reports whether an endpoint's failure is an HTTP answer saying it
 // took the request, yet carrying no SNAP response: a 500 (an agent of the
 // reference SDK answers {"error":"Internal server error"} to every

@@ -238,3 +238,68 @@ func relayWithCard(t *testing.T, dir string, card *snap.Card) string {
 	}
 	return relayURL
 }
+
+// TestTakenRequestSaysHowToCheck: an agent's endpoint that takes a
+// message and answers HTTP 500 without a SNAP response (as an agent of
+// the reference SDK answers when its handler failed, perhaps after it
+// made or continued the task) leaves the command saying so: the agent
+// may have made or continued the task, sending again could do it twice,
+// and how to check (task get of the task continued, the idempotency key
+// that finds the task on an agent that keeps keys). With --fallback the
+// message is posted once. A tasks/get answered so is only an error.
+func TestTakenRequestSaysHowToCheck(t *testing.T) {
+	noEnvKey(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, otherSecret)
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":"Internal server error"}`))
+	}))
+	defer srv.Close()
+	relayURL := relayWithCard(t, dir, &snap.Card{Name: "sdk", Description: "answers 500", Version: "1.0.0", Identity: testAddress,
+		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Endpoints: []snap.Endpoint{{Protocol: "http", URL: srv.URL + "/"}}})
+
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		posts int32
+		want  []string
+	}{
+		{"send", []string{"send", "--http", srv.URL, "hi"}, 1,
+			[]string{"HTTP 500", "may have made the task", "could make a second"}},
+		{"send to a task", []string{"send", "--http", srv.URL, "--task", "t-1", "hi"}, 1,
+			[]string{"HTTP 500", "may have", "snapnode task get --to " + testAddress + " --key " + key + " --http " + srv.URL + " t-1"}},
+		{"send with a key", []string{"send", "--http", srv.URL, "--idempotency-key", "k-1", "hi"}, 1,
+			[]string{"HTTP 500", "may have made the task", "--idempotency-key k-1"}},
+		{"send --fallback", []string{"send", "--fallback", "--private-endpoints", "--relay", relayURL, "hi"}, 1,
+			[]string{"HTTP 500", "may have made the task", "--idempotency-key "}},
+		{"stream", []string{"stream", "--http", srv.URL, "hi"}, 1,
+			[]string{"HTTP 500", "may have made the task"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			posts.Store(0)
+			args := append([]string{tc.args[0], "--key", key, "--to", testAddress, "--timeout", "10s"}, tc.args[1:]...)
+			r := runCLI(t, "", args...)
+			if r.code == exitOK {
+				t.Fatalf("exit %d:\n%s", r.code, r)
+			}
+			if n := posts.Load(); n != tc.posts {
+				t.Errorf("%d POSTs, want %d", n, tc.posts)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+				}
+			}
+		})
+	}
+	r := runCLI(t, "", "task", "get", "--key", key, "--to", testAddress, "--timeout", "10s", "--http", srv.URL, "t-1")
+	if r.code == exitOK || !strings.Contains(r.stderr, "HTTP 500") || strings.Contains(r.stderr, "may have") {
+		t.Errorf("task get answered HTTP 500: exit %d; want the error alone:\n%s", r.code, r)
+	}
+}

@@ -232,6 +232,7 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 	}
 	if err != nil {
 		code := c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
+		c.takenHint(prog, cf, method, body, err)
 		if w, ok := events.(interface{ waiting() bool }); ok && w.waiting() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			fmt.Fprintf(c.stderr, "%s: --timeout %v ended the wait; the task still waits for input: resubscribe to follow it again\n", prog, cf.timeout)
 		} else if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, errEventOutput) {
@@ -331,6 +332,46 @@ func (c *cli) noAnswer(prog string, cf clientFlags, endpoint string, body []byte
 		return fmt.Errorf("%w: %w", errNoValidAnswer, err)
 	}
 	return err
+}
+
+// takenHint follows the error of a message/send or message/stream that
+// the agent's endpoint took and answered without a SNAP response (HTTP
+// 500 or 204, client.Taken), as an agent of the reference SDK answers
+// when its handler failed: the agent may have acted on the message all
+// the same. It says so, and how to look before sending it again.
+func (c *cli) takenHint(prog string, cf clientFlags, method string, body []byte, err error) {
+	if (method != "message/send" && method != "message/stream") || !client.Taken(err) {
+		return
+	}
+	var p struct {
+		TaskID string `json:"taskId"`
+		Key    string `json:"idempotencyKey"`
+	}
+	_ = json.Unmarshal(body, &p)
+	const took = "the agent's endpoint took the message and answered without a SNAP response, as an agent built on the reference TypeScript SDK answers when it failed"
+	if p.TaskID != "" {
+		via := ""
+		if cf.keyFile != "" {
+			// Only the task's requester sees it.
+			via = " --key " + cf.keyFile
+		}
+		if cf.http != "" {
+			via += " --http " + cf.http
+		} else if !cf.defaulted {
+			for _, r := range cf.relays {
+				via += " --relay " + r
+			}
+		}
+		fmt.Fprintf(c.stderr, "%s: %s: it may have added the message to task %s all the same, and sending it again could add it twice; see the task as it is now with: snapnode task get --to %s%s %s\n",
+			prog, took, p.TaskID, cf.to, via, p.TaskID)
+		return
+	}
+	again := "its id is not known here, and sending the message again could make a second one"
+	if p.Key != "" {
+		again = "its id is not known here; sending the message again with --idempotency-key " + p.Key +
+			" gets the task the first made from an agent that keeps idempotency keys, and makes a second one on an agent that keeps none"
+	}
+	fmt.Fprintf(c.stderr, "%s: %s: it may have made the task all the same; %s\n", prog, took, again)
 }
 
 // checkTarget checks --to and the transport flags, defaulting to the
