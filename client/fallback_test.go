@@ -445,3 +445,58 @@ func TestFallbackDoesNotRepeatWhatAPeerTook(t *testing.T) {
 		}
 	}
 }
+
+// What says the endpoint did not take a message/send, or cannot say
+// whether it did, is still tried again and then on the card's next
+// transport, with the message's idempotency key: an HTTP 429 or 503 (a
+// busy SNAP node refuses so, with Retry-After: one longer than MaxWait
+// leaves the endpoint for the next at once), a proxy's 502 or 504, a
+// connection that fails. Only a 500 or 204, the answers of an agent of
+// the reference SDK that took the request, end the exchange.
+func TestFallbackRetriesWhatAPeerDidNotTake(t *testing.T) {
+	send := []byte(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`)
+	for _, tc := range []struct {
+		name       string
+		status     int
+		retryAfter string
+		want       []string
+	}{
+		{"429", http.StatusTooManyRequests, "", []string{"post", "post", "post", "nostr"}},
+		{"503", http.StatusServiceUnavailable, "", []string{"post", "post", "post", "nostr"}},
+		{"503 with a long Retry-After", http.StatusServiceUnavailable, "5", []string{"post", "nostr"}},
+		{"502", http.StatusBadGateway, "", []string{"post", "post", "post", "nostr"}},
+		{"504", http.StatusGatewayTimeout, "", []string{"post", "post", "post", "nostr"}},
+		{"no connection", 0, "", []string{"post", "post", "post", "nostr"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &attempts{}
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				log.add("post")
+				if tc.status == 0 {
+					if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+						c.Close()
+					}
+					return
+				}
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				http.Error(w, "busy", tc.status)
+			}))
+			t.Cleanup(ts.Close)
+			card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: ts.URL + "/"}}, "wss://relay.example")
+			cfg := quickFallback
+			cfg.MaxWait = time.Second
+			agent, err := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nostrStub{log: log}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agent.Send(t.Context(), "message/send", send); err != nil {
+				t.Errorf("Send: %v; want Nostr's answer", err)
+			}
+			if got := log.get(); !slices.Equal(got, tc.want) {
+				t.Errorf("attempts %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
