@@ -105,8 +105,9 @@ type FallbackConfig struct {
 // A stream that failed after an event reached onEvent is not sent again:
 // its error is returned. Nor is a request of a method SNAP does not call
 // idempotent (message/send, message/stream, service/call…) that an
-// endpoint took and answered with HTTP 500 or 204, as an agent of the
-// reference SDK answers its failures: its error, wrapping
+// endpoint took and answered with HTTP 500 or 204, or with an event
+// stream that ended or went quiet before its first event, as an agent of
+// the reference SDK answers its failures: its error, wrapping
 // ErrNotSentAgain, is returned. Each
 // attempt is a request signed anew (an exchange over another transport is
 // another message): a message/send that must make one task whichever
@@ -394,14 +395,16 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 
 // ErrNotSentAgain is wrapped by the error of an exchange of ToCard's
 // Transport that an endpoint took and answered without a SNAP response
-// (HTTP 500 or 204), for a method SNAP does not call idempotent: the agent
+// (HTTP 500 or 204, or an event stream that brought no event: see
+// ToCard), for a method SNAP does not call idempotent: the agent
 // may have acted on the request (made or continued a task), and the
 // request was not sent again, to that endpoint or any other transport.
 // Whoever sends it again chooses to, knowing the agent may act twice.
 var ErrNotSentAgain = errors.New("it answered without a SNAP response and may have acted on the request, which is not sent again")
 
 // Taken reports whether err is an endpoint's answer saying it took the
-// request yet carrying no SNAP response (HTTP 500 or 204; see took), or
+// request yet carrying no SNAP response (HTTP 500 or 204, or an event
+// stream that brought no event; see took), or
 // the error of ToCard's Transport that did not send such a request again
 // (ErrNotSentAgain): the agent may have acted on the request.
 func Taken(err error) bool {
@@ -412,12 +415,15 @@ func Taken(err error) bool {
 // took the request, yet carrying no SNAP response: a 500 (an agent of the
 // reference SDK answers {"error":"Internal server error"} to every
 // failure of a request it read, its handler's included, after the
-// handler acted) or a 204 (its handler returned nothing).
+// handler acted), a 204 (its handler returned nothing), or an event
+// stream begun and ended, or gone quiet, before its first event (the SDK
+// writes a stream's headers before its handler runs, and ends nothing
+// when the handler fails).
 func took(err error) bool {
 	if st, ok := errors.AsType[*StatusError](err); ok {
 		return st.StatusCode == http.StatusInternalServerError
 	}
-	return errors.Is(err, errNoContent)
+	return errors.Is(err, errNoContent) || errors.Is(err, errStreamBegun)
 }
 
 // repeatable reports whether a request of method may be sent again after

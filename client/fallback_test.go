@@ -500,3 +500,49 @@ func TestFallbackRetriesWhatAPeerDidNotTake(t *testing.T) {
 		})
 	}
 }
+
+// An agent of the reference SDK answers a stream's request with its
+// event-stream headers before its handler runs; when the handler fails,
+// the stream ends without an event or, as the SDK does, never ends. The
+// request was taken: a message/stream answered so is not sent again (each
+// attempt could make a task), a tasks/resubscribe is.
+func TestFallbackDoesNotRepeatAStreamThePeerBegan(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		log := &attempts{}
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			log.add("sdk post")
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			if hang {
+				<-r.Context().Done()
+			}
+		}))
+		t.Cleanup(ts.Close)
+		card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: ts.URL + "/"}}, "wss://relay.example")
+		h := client.NewHTTP(client.HTTPConfig{Key: clientKey, IdleTimeout: 50 * time.Millisecond})
+		for _, tc := range []struct {
+			method, payload string
+			want            []string
+		}{
+			{"message/stream", `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`, []string{"sdk post"}},
+			{"tasks/resubscribe", `{"taskId":"t"}`, []string{"sdk post", "sdk post", "sdk post", "nostr"}},
+		} {
+			log.list = nil
+			agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = agent.Stream(t.Context(), tc.method, []byte(tc.payload), nil)
+			if err == nil {
+				t.Errorf("hang %v, %s: no error", hang, tc.method)
+			}
+			if got := log.get(); !slices.Equal(got, tc.want) {
+				t.Errorf("hang %v, %s: attempts %q, want %q (%v)", hang, tc.method, got, tc.want, err)
+			}
+			if once := len(tc.want) == 1; errors.Is(err, client.ErrNotSentAgain) != once {
+				t.Errorf("hang %v, %s: %v; want client.ErrNotSentAgain wrapped: %v", hang, tc.method, err, once)
+			}
+		}
+	}
+}

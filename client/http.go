@@ -36,6 +36,13 @@ var (
 // nothing).
 var errNoContent = errors.New("HTTP 204")
 
+// errStreamBegun is a stream that the server began (HTTP 200,
+// text/event-stream) and that ended, or went quiet, before its first
+// event: the server took the request. An agent of the reference SDK
+// writes the headers before its handler runs, and on the handler's
+// failure ends nothing.
+var errStreamBegun = errors.New("(the agent began its event stream, and sent no event)")
+
 // StatusError is an HTTP answer other than 200 (or 202): the server did
 // not take the message as a SNAP exchange.
 type StatusError struct {
@@ -312,13 +319,19 @@ func (c *HTTP) Stream(ctx context.Context, url string, req *snap.Message, fn fun
 		return nil, fmt.Errorf("%w: Content-Type %q", ErrInvalidResponse, resp.Header.Get("Content-Type"))
 	}
 	rd := newSSEReader(resp.Body, c.cfg.MaxMessage)
-	for {
+	for events := 0; ; events++ {
 		data, err := rd.next()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: the stream ended before the final response", ErrNoAnswer)
+			err = fmt.Errorf("%w: the stream ended before the final response", ErrNoAnswer)
+		} else if err != nil {
+			err = streamErr(ctx, err)
 		}
 		if err != nil {
-			return nil, streamErr(ctx, err)
+			if events == 0 && !errors.Is(err, ErrEventTooLarge) {
+				// The agent took the request (see took).
+				err = fmt.Errorf("%w %w", err, errStreamBegun)
+			}
+			return nil, err
 		}
 		idle.Reset(c.cfg.IdleTimeout)
 		got, err := x.check(ctx, data, nil, true)
