@@ -207,3 +207,39 @@ func TestEventJSON(t *testing.T) {
 		t.Fatal("Final")
 	}
 }
+
+// A peer's status without a timestamp, as the SNAP specification's own
+// examples write some, is read (its state and message), as the zero time;
+// only the reading side takes it: Validate refuses such a task, and a
+// status is never written without its timestamp member.
+func TestStatusWithoutTimestampIsOnlyRead(t *testing.T) {
+	var task Task
+	if err := json.Unmarshal([]byte(`{"id":"t","status":{"state":"completed","message":"done"}}`), &task); err != nil {
+		t.Fatalf("a status without a timestamp: %v", err)
+	}
+	if st := task.Status; st.State != StateCompleted || st.Message != "done" || !st.Timestamp.IsZero() {
+		t.Fatalf("status %+v; want completed, its message, the zero time", st)
+	}
+	if err := task.Validate(); snap.CodeOf(err) != snap.CodeInvalidPayload {
+		t.Errorf("Validate = %v; want task.status.timestamp refused", err)
+	}
+	for _, s := range []Status{task.Status, {State: StateWorking}} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if ts, ok := back["timestamp"].(string); !ok || !iso8601.MatchString(ts) {
+			t.Errorf("written %s; want a timestamp member", b)
+		}
+	}
+	for _, bad := range []string{`{"state":"working","timestamp":""}`, `{"state":"working","timestamp":5}`} {
+		var s Status
+		if err := json.Unmarshal([]byte(bad), &s); err == nil {
+			t.Errorf("%s read as %+v; want an error", bad, s)
+		}
+	}
+}
