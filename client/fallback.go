@@ -418,8 +418,12 @@ func Taken(err error) bool {
 // handler acted), a 204 (its handler returned nothing), or an event
 // stream begun and ended, or gone quiet, before its first event (the SDK
 // writes a stream's headers before its handler runs, and ends nothing
-// when the handler fails).
+// when the handler fails). A WebSocket upgrade answered so is none: the
+// request goes after it.
 func took(err error) bool {
+	if errors.Is(err, errUpgrade) {
+		return false // the request was not sent
+	}
 	if st, ok := errors.AsType[*StatusError](err); ok {
 		return st.StatusCode == http.StatusInternalServerError
 	}

@@ -546,3 +546,29 @@ func TestFallbackDoesNotRepeatAStreamThePeerBegan(t *testing.T) {
 		}
 	}
 }
+
+// A WebSocket endpoint whose upgrade is answered HTTP 500 never read the
+// request, which goes after the upgrade: a message/send is tried again
+// and then over the card's next transport, as for any 5xx.
+func TestFallbackRetriesAFailedUpgrade(t *testing.T) {
+	log := &attempts{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add("upgrade")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":"Internal server error"}`))
+	}))
+	t.Cleanup(ts.Close)
+	card := fallbackCard([]snap.Endpoint{{Protocol: "wss", URL: strings.Replace(ts.URL, "http://", "ws://", 1) + "/"}}, "wss://relay.example")
+	agent, err := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nostrStub{log: log}, quickFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := []byte(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`)
+	if _, err := agent.Send(t.Context(), "message/send", send); err != nil {
+		t.Errorf("Send: %v; want Nostr's answer", err)
+	}
+	if got, want := log.get(), []string{"upgrade", "upgrade", "upgrade", "nostr"}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q", got, want)
+	}
+}

@@ -43,6 +43,10 @@ var errNoContent = errors.New("HTTP 204")
 // failure ends nothing.
 var errStreamBegun = errors.New("(the agent began its event stream, and sent no event)")
 
+// errUpgrade is wrapped by the StatusError of a WebSocket upgrade that
+// failed: the request, which goes after the upgrade, was not sent.
+var errUpgrade = errors.New("(the answer to the WebSocket upgrade: the request was not sent)")
+
 // StatusError is an HTTP answer other than 200 (or 202): the server did
 // not take the message as a SNAP exchange.
 type StatusError struct {
@@ -408,7 +412,7 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
-			return nil, c.statusError(resp)
+			return nil, fmt.Errorf("%w %w", c.statusError(resp), errUpgrade)
 		}
 		return nil, err
 	}
