@@ -51,6 +51,22 @@ const countTemp = ReservedPrefix + "count-new"
 // maxCountRecord bounds what is read of CountFile: a record is far less.
 const maxCountRecord = 4096
 
+// maxCountFigure bounds each figure of a record read (its counts and
+// Grown): far above any workspace, and low enough that adding figures
+// and a change's delta cannot wrap around to a negative total.
+const maxCountFigure = 1 << 60
+
+// plausible reports whether every figure of c is one a count can hold:
+// none negative, none above maxCountFigure.
+func (c Counts) plausible() bool {
+	for _, n := range []int64{c.Bytes, c.Files, c.Dirs} {
+		if n < 0 || n > maxCountFigure {
+			return false
+		}
+	}
+	return true
+}
+
 // countRecord is what CountFile holds.
 type countRecord struct {
 	Counts
@@ -72,7 +88,9 @@ func newCountID() string {
 }
 
 // readCount reads CountFile; ok false when it is missing or holds
-// anything but a count (the folder included, when it is missing).
+// anything but a count (the folder included, when it is missing): more
+// than maxCountRecord bytes, no record, or a figure no count can hold
+// (see plausible).
 func (s *Sandbox) readCount() (r countRecord, ok bool) {
 	root, err := s.core.ws.current()
 	if err != nil {
@@ -98,7 +116,10 @@ func (s *Sandbox) readCount() (r countRecord, ok bool) {
 	if id, err := hex.DecodeString(r.ID); err != nil || len(id) != 16 {
 		return countRecord{}, false
 	}
-	if r.Grown.Bytes < 0 || r.Grown.Files < 0 || r.Grown.Dirs < 0 {
+	// A figure no count can hold (an edit by hand, a file damaged) is
+	// no count: trusted, a negative one would loosen the caps, and a
+	// huge one wrap a sum around to a negative.
+	if !r.Counts.plausible() || !r.Grown.plausible() {
 		return countRecord{}, false
 	}
 	return r, true
@@ -164,6 +185,11 @@ func (s *Sandbox) shareChange(delta, grow Counts) {
 	}
 	if r.Known {
 		r.Counts = r.Counts.plus(delta)
+		if !r.Counts.plausible() {
+			// Below what the change took away: the count was wrong (an
+			// edit by hand). None is kept; the next check counts again.
+			r.Counts, r.Known, r.Partial = Counts{}, false, false
+		}
 	}
 	r.Grown = r.Grown.plus(grow)
 	if err := s.writeCount(r); err != nil {

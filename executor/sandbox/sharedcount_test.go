@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -229,5 +230,76 @@ func TestCountFileMissingOrCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = b.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+}
+
+// TestCountFileHostileFigures: a count file that parses, with a valid ID,
+// but whose figures no count of the node can hold (negative, or so large
+// that adding a change wraps around), is taken as no count: the
+// workspace is counted again, and the caps are never looser than that
+// fresh count.
+func TestCountFileHostileFigures(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100, MaxTotalEntries: 10}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 90))})
+	if _, err := a.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const id = `"id":"00112233445566778899aabbccddeeff"`
+	const huge = "9223372036854775807"
+	for _, bad := range []string{
+		`{"bytes":-1000,"files":0,"dirs":0,"known":true,"grown":{},` + id + `}`,
+		`{"bytes":0,"files":-1000,"dirs":0,"known":true,"grown":{},` + id + `}`,
+		`{"bytes":0,"files":0,"dirs":-1000,"known":true,"grown":{},` + id + `}`,
+		`{"bytes":` + huge + `,"files":0,"dirs":0,"known":true,"grown":{},` + id + `}`,
+		`{"bytes":0,"files":` + huge + `,"dirs":0,"known":true,"grown":{},` + id + `}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, sandbox.CountFile), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+		var le *sandbox.LimitError
+		if !errors.As(err, &le) || le.Limit != sandbox.LimitTotalBytes || le.Got != 110 {
+			t.Errorf("count file %s: Stage of 20 bytes into 90 of 100: %v; want a total_bytes LimitError (got 110)", bad, err)
+		}
+		if c, err := sandbox.SharedCounts(a); err != nil || c != (sandbox.Counts{Bytes: 90, Files: 1}) {
+			t.Errorf("count file %s: shared count then %+v, %v; want the workspace's, 90 bytes in 1 file", bad, c, err)
+		}
+	}
+}
+
+// TestCountFileTooSmall: a count file whose figure is below what a
+// removal takes away (an operator's edit by hand) is not kept negative:
+// the next check counts the workspace again.
+func TestCountFileTooSmall(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 60)), "b.txt": string(make([]byte, 30))})
+	if _, err := a.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"bytes":10,"files":2,"dirs":0,"known":true,"grown":{},"id":"00112233445566778899aabbccddeeff"}`
+	if err := os.WriteFile(filepath.Join(dir, sandbox.CountFile), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	promote(t, a, sandbox.Delete{Path: "/sandbox/a.txt"})
+	b, err := os.ReadFile(filepath.Join(dir, sandbox.CountFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Bytes, Files, Dirs int64 }
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Bytes < 0 || got.Files < 0 || got.Dirs < 0 {
+		t.Errorf("count file after the removal: %s; want no negative figure", b)
+	}
+	_, err = a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 80)}})
 	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
 }
