@@ -127,3 +127,41 @@ func TestProbeFolds(t *testing.T) {
 		t.Errorf("the probe left %v", left)
 	}
 }
+
+// TestReservedNameInOtherSpellings: on a file system that folds names,
+// ".SNAPNODE-COUNT" is the sandbox's count file, ".Snapnode-count-new"
+// the file it writes the count to first (and removes when it finds it
+// there), and ".ſnapnode-lock" (LONG S folds to s) its lock. Where the
+// sandbox's file is missing at the time, no spelling check finds it: a
+// proposal could make a file of its own under that name, for the
+// sandbox to read as its count or remove. The rule on reserved names
+// holds in every letter case, whatever the file system.
+func TestReservedNameInOtherSpellings(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a.txt": "{}"})
+	sandbox.SetCaseInsensitive(sb)
+	for _, name := range []string{
+		".SNAPNODE-COUNT", ".Snapnode-count-new", ".SnapNode-Lock", ".\u017Fnapnode-count", ".snapnode-COUNT",
+		".SNAPNODE-tmp-0123456789abcdef01234567", ".SNAPNODE-",
+	} {
+		p := "/sandbox/" + name
+		if _, err := sandbox.Normalize(p); !errors.Is(err, sandbox.RuleReserved) {
+			t.Errorf("Normalize(%q) = %v; want %s", p, err, sandbox.RuleReserved)
+		}
+		os.Remove(filepath.Join(dir, sandbox.CountFile))
+		for _, ch := range []sandbox.Change{
+			sandbox.Write{Path: p, Content: []byte("{}")},
+			sandbox.Rename{From: "/sandbox/a.txt", To: p},
+			sandbox.Mkdir{Path: p},
+		} {
+			if _, err := sb.Stage(ctx, []sandbox.Change{ch}); !errors.Is(err, sandbox.RuleReserved) {
+				t.Errorf("Stage(%#v) = %v; want %s", ch, err, sandbox.RuleReserved)
+			}
+		}
+	}
+	for _, name := range []string{".snapnode", "snapnode-count", ".snapnodecount", ".snap-node-count", "x.SNAPNODE-COUNT"} {
+		if _, err := sandbox.Normalize("/sandbox/" + name); err != nil {
+			t.Errorf("Normalize(%q) = %v; want it allowed", name, err)
+		}
+	}
+}

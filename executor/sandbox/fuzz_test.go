@@ -96,7 +96,11 @@ func rulesBroken(p string) []sandbox.Rule {
 	add(inside && anySeg(func(s string) bool { return s == "" }), sandbox.RuleEmptySegment)
 	add(inside && anySeg(func(s string) bool { return s != "" && strings.Trim(s, ".") == "" }), sandbox.RuleDotSegment)
 	add(inside && anySeg(func(s string) bool { return strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") }), sandbox.RuleSpace)
-	add(inside && anySeg(func(s string) bool { return strings.HasPrefix(s, sandbox.ReservedPrefix) }), sandbox.RuleReserved)
+	add(inside && anySeg(func(s string) bool {
+		r := []rune(s)
+		n := len([]rune(sandbox.ReservedPrefix))
+		return len(r) >= n && strings.EqualFold(string(r[:n]), sandbox.ReservedPrefix)
+	}), sandbox.RuleReserved)
 	add(inside && len(segs) > sandbox.MaxDepth, sandbox.RuleTooDeep)
 	return broken
 }

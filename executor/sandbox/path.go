@@ -22,8 +22,29 @@ const (
 )
 
 // ReservedPrefix starts the names of the sandbox's own temporary files. No
-// proposal may name such a file, and List never shows one.
+// proposal may name such a file, in any letter case (see reservedName),
+// and List never shows one.
 const ReservedPrefix = ".snapnode-"
+
+// reservedName reports whether the name seg starts with ReservedPrefix
+// in any letter case. On a file system that folds names,
+// ".SNAPNODE-COUNT" and ".\u017Fnapnode-count" (LONG S folds to s) are
+// the sandbox's CountFile; where that file is missing at the time, no
+// spelling check (ErrSpelling) finds it, and a folder made under such a
+// name would stand where the sandbox writes its own file. The rule is
+// the same whatever the file system, as every rule of Normalize.
+func reservedName(seg string) bool {
+	n := utf8.RuneCountInString(ReservedPrefix) // ASCII: one byte a rune
+	i := 0
+	for range n {
+		if i == len(seg) {
+			return false
+		}
+		_, size := utf8.DecodeRuneInString(seg[i:])
+		i += size
+	}
+	return strings.EqualFold(seg[:i], ReservedPrefix)
+}
 
 // Rule names the rule a path broke. A Rule is itself an error, so a
 // rejection can be tested with errors.Is(err, sandbox.RuleDotSegment); every
@@ -44,7 +65,7 @@ const (
 	RuleEmptySegment  Rule = "empty_segment"  // "//"
 	RuleDotSegment    Rule = "dot_segment"    // a segment made of dots only: ".", "..", "..."
 	RuleSpace         Rule = "space"          // a segment that starts or ends with a space
-	RuleReserved      Rule = "reserved"       // a segment that starts with ReservedPrefix
+	RuleReserved      Rule = "reserved"       // a segment that starts with ReservedPrefix, in any letter case
 	RuleTooDeep       Rule = "too_deep"       // more than MaxDepth segments
 )
 
@@ -144,7 +165,7 @@ func Normalize(p string) (string, error) {
 			return bad(RuleTooLong, "segment of "+strconv.Itoa(len(seg))+" bytes, at most "+strconv.Itoa(MaxNameBytes))
 		case seg[0] == ' ' || seg[len(seg)-1] == ' ':
 			return bad(RuleSpace, strconv.Quote(seg))
-		case strings.HasPrefix(seg, ReservedPrefix):
+		case reservedName(seg):
 			return bad(RuleReserved, strconv.Quote(seg))
 		}
 	}
