@@ -96,14 +96,20 @@ func (s *Sandbox) readCount() (r countRecord, ok bool) {
 	if err != nil {
 		return countRecord{}, false
 	}
-	// O_NONBLOCK: a FIFO put there does not block the open; a link is
-	// followed inside the folder only, and what it names is no count.
+	// The sandbox follows no link: one at the name (os.Root would
+	// follow it inside the folder) could name a file a requester
+	// writes. What is opened must be the regular file Lstat found;
+	// O_NONBLOCK: a FIFO swapped in meanwhile does not block the open.
+	lfi, err := root.Lstat(CountFile)
+	if err != nil || !lfi.Mode().IsRegular() {
+		return countRecord{}, false
+	}
 	f, err := root.OpenFile(CountFile, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return countRecord{}, false
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, lfi) {
 		return countRecord{}, false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxCountRecord+1))

@@ -303,3 +303,27 @@ func TestCountFileTooSmall(t *testing.T) {
 	_, err = a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 80)}})
 	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
 }
+
+// TestCountFileLinkNotFollowed: a symbolic link at the count file's name
+// (made from outside: the sandbox makes none) is no count, even when it
+// names a file of the workspace holding a well-formed record, which a
+// requester could write: the sandbox follows no link.
+func TestCountFileLinkNotFollowed(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 200}
+	rec := `{"bytes":0,"files":0,"dirs":0,"known":true,"grown":{},"id":"00112233445566778899aabbccddeeff"}`
+	dir, a := newSandbox(t, lim, map[string]string{"notes.txt": rec, "a.txt": string(make([]byte, 180-len(rec)))})
+	name := filepath.Join(dir, sandbox.CountFile)
+	os.Remove(name)
+	if err := os.Symlink("notes.txt", name); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if c, err := sandbox.SharedCounts(a); err == nil {
+		t.Errorf("shared count read through a link: %+v", c)
+	}
+	_, err := a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 30)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 210)
+}
