@@ -131,6 +131,36 @@ func (s *Sandbox) readCount() (r countRecord, ok bool) {
 	return r, true
 }
 
+// heldCount is CountFile as read or written under the locks (core.held).
+type heldCount struct {
+	r     countRecord
+	ok    bool // r is a record (false: none, or none readable)
+	known bool // read or written since the locks were taken
+}
+
+// lockedCount is readCount for the holder of core.mu while it holds the
+// folder lock (core.locked): the file is read once under the locks, and
+// what the holder writes is remembered (see shareChange).
+func (s *Sandbox) lockedCount() (countRecord, bool) {
+	if !s.core.locked {
+		return s.readCount()
+	}
+	h := &s.core.held
+	if !h.known {
+		h.r, h.ok = s.readCount()
+		h.known = true
+	}
+	return h.r, h.ok
+}
+
+// forgetHeld makes the next lockedCount read CountFile again, once the
+// holder of the locks wrote or removed it other than by shareChange.
+func (s *Sandbox) forgetHeld() {
+	if s.core.locked {
+		s.core.held = heldCount{}
+	}
+}
+
 // writeCount writes r to CountFile: to countTemp, then renamed over it.
 // The caller holds the folder lock.
 func (s *Sandbox) writeCount(r countRecord) error {
@@ -185,7 +215,7 @@ func (s *Sandbox) shareChange(delta, grow Counts) {
 	if delta == (Counts{}) && grow == (Counts{}) {
 		return
 	}
-	r, ok := s.readCount()
+	r, ok := s.lockedCount()
 	if !ok {
 		r = countRecord{ID: newCountID()}
 	}
@@ -200,7 +230,11 @@ func (s *Sandbox) shareChange(delta, grow Counts) {
 	r.Grown = r.Grown.plus(grow)
 	if err := s.writeCount(r); err != nil {
 		s.dropCount()
+		s.forgetHeld()
 		return
+	}
+	if s.core.locked {
+		s.core.held = heldCount{r: r, ok: true, known: true}
 	}
 	if r.Known {
 		s.core.tally.set(r.Counts, r.Partial)
@@ -215,9 +249,16 @@ func (t *tally) set(c Counts, partial bool) {
 }
 
 // sharedCounts returns the count in CountFile, and makes it the running
-// count; ok false when there is none.
-func (s *Sandbox) sharedCounts() (Counts, bool) {
-	r, ok := s.readCount()
+// count; ok false when there is none. locked: the caller holds core.mu
+// and the folder lock (see lockedCount).
+func (s *Sandbox) sharedCounts(locked bool) (Counts, bool) {
+	var r countRecord
+	var ok bool
+	if locked {
+		r, ok = s.lockedCount()
+	} else {
+		r, ok = s.readCount()
+	}
 	if !ok || !r.Known {
 		return Counts{}, false
 	}
@@ -229,7 +270,9 @@ func (s *Sandbox) sharedCounts() (Counts, bool) {
 // change runs during the walk, in any process.
 func (s *Sandbox) recountLocked(ctx context.Context) (Counts, error) {
 	c, err := s.walkCounts(ctx)
-	end, ok := s.readCount()
+	end, ok := s.lockedCount()
+	// keepShared writes the file, or removes it: read it again.
+	defer s.forgetHeld()
 	return s.keepShared(ctx, end, ok, c, c, err)
 }
 

@@ -618,7 +618,12 @@ func (s *Sandbox) exclusive(ctx context.Context, op string) (_ context.Context, 
 		return nil, nil, opErr(op, "", err)
 	}
 	s.core.locked = held
-	done = func() { s.core.locked = false; unlock(); s.core.mu.Unlock(); cancel() }
+	done = func() {
+		s.core.locked, s.core.held = false, heldCount{}
+		unlock()
+		s.core.mu.Unlock()
+		cancel()
+	}
 	if s.check != nil {
 		if err := s.check(ctx); err != nil {
 			done()

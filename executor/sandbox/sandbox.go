@@ -73,6 +73,10 @@ type core struct {
 	mu sync.Mutex // held by Promote, Rollback and Recover
 	// locked: the holder of mu holds the folder lock too (lockFolder).
 	locked bool
+	// held is CountFile as the holder of mu last read or wrote it while
+	// locked: no process writes it meanwhile, so a promotion reads it
+	// once (see lockedCount). Forgotten when the locks go.
+	held heldCount
 	// shared: the folder is locked (its file system keeps locks), and
 	// the count is kept in CountFile too, for every process sharing it.
 	shared atomic.Bool

@@ -93,7 +93,7 @@ type walking struct {
 // locked: the caller holds the folder lock (a promotion).
 func (s *Sandbox) counts(ctx context.Context, locked bool) (Counts, error) {
 	if s.core.shared.Load() {
-		if c, ok := s.sharedCounts(); ok {
+		if c, ok := s.sharedCounts(locked); ok {
 			return c, nil
 		}
 		if locked {
@@ -267,6 +267,7 @@ func (s *Sandbox) moveCounted(d *os.Root, from string, in bool, rename func() er
 		t.forget()
 		if s.core.locked {
 			s.dropCount()
+			s.forgetHeld()
 		}
 		return nil
 	}
