@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -326,4 +327,85 @@ func TestCountFileLinkNotFollowed(t *testing.T) {
 	}
 	_, err := a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 30)}})
 	wantLimit(t, err, sandbox.LimitTotalBytes, 210)
+}
+
+// TestCountTempLeftByCrash: a stop between the write of the count's
+// temporary file and its rename leaves that file: it is never listed,
+// never counted, never read as the count, and the next write of the
+// count replaces it.
+func TestCountTempLeftByCrash(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 50))})
+	temp := filepath.Join(dir, sandbox.CountFile+"-new")
+	rec := `{"bytes":0,"files":0,"dirs":0,"known":true,"grown":{},"id":"00112233445566778899aabbccddeeff"}`
+	if err := os.WriteFile(temp, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, sandbox.CountFile))
+	if c, err := a.Recount(ctx); err != nil || c != (sandbox.Counts{Bytes: 50, Files: 1}) {
+		t.Fatalf("Recount = %+v, %v; want 50 bytes in 1 file", c, err)
+	}
+	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary file left is still there after a write of the count: %v", err)
+	}
+	if err := os.WriteFile(temp, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := a.List(ctx, "/sandbox/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Path == "/sandbox/"+filepath.Base(temp) {
+			t.Error("List shows the count's temporary file")
+		}
+	}
+	if c, err := a.Counts(ctx); err != nil || c != (sandbox.Counts{Bytes: 50, Files: 1}) {
+		t.Errorf("Counts = %+v, %v; want 50 bytes in 1 file", c, err)
+	}
+	_, err = a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 60)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+	promote(t, a, sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 10)})
+	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary file left is still there after a promotion: %v", err)
+	}
+	if c, err := sandbox.SharedCounts(a); err != nil || c != (sandbox.Counts{Bytes: 60, Files: 2}) {
+		t.Errorf("shared count %+v, %v; want 60 bytes in 2 files", c, err)
+	}
+}
+
+// TestCountFileOversize: what is read of the count file is bounded: a
+// well-formed record padded past the bound, or a huge sparse file, is no
+// count, and the workspace is counted again.
+func TestCountFileOversize(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 90))})
+	name := filepath.Join(dir, sandbox.CountFile)
+	rec := `{"bytes":0,"files":0,"dirs":0,"known":true,"grown":{},"id":"00112233445566778899aabbccddeeff"}`
+	padded := rec + string(bytes.Repeat([]byte(" "), 5000))
+	if err := os.WriteFile(name, []byte(padded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 40); err != nil {
+		f.Close()
+		t.Skipf("no sparse file here: %v", err)
+	}
+	f.Close()
+	_, err = a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
 }
