@@ -317,7 +317,13 @@ func (s *Sandbox) recountShared(ctx context.Context, w *walking, start countReco
 	var grow Counts
 	switch {
 	case endOK && startOK && end.ID == start.ID:
-		grow = end.Grown.plus(Counts{Bytes: -start.Grown.Bytes, Files: -start.Grown.Files, Dirs: -start.Grown.Dirs})
+		// Grown only adds up: a figure below its start (an edit by
+		// hand) gained nothing, and takes nothing from the walk.
+		grow = Counts{
+			Bytes: max(end.Grown.Bytes-start.Grown.Bytes, 0),
+			Files: max(end.Grown.Files-start.Grown.Files, 0),
+			Dirs:  max(end.Grown.Dirs-start.Grown.Dirs, 0),
+		}
 	case endOK:
 		// Made during the walk: all it adds up came after the start.
 		grow = end.Grown

@@ -409,3 +409,44 @@ func TestCountFileOversize(t *testing.T) {
 	_, err = a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
 	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
 }
+
+// TestRecountGrownNeverShrinks: Grown only adds up, so what it gained
+// during a walk is never negative: a count file rewritten during the
+// walk with the same ID and a smaller Grown (an edit by hand) does not
+// take the count kept below what the walk found.
+func TestRecountGrownNeverShrinks(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, a := newSandbox(t, lim, map[string]string{"a/1.txt": string(make([]byte, 90))})
+	name := filepath.Join(dir, sandbox.CountFile)
+	const id = `"id":"00112233445566778899aabbccddeeff"`
+	write := func(grown string) {
+		rec := `{"bytes":90,"files":1,"dirs":1,"known":true,"grown":` + grown + `,` + id + `}`
+		if err := os.WriteFile(name, []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"bytes":40,"files":0,"dirs":0}`)
+	done := false
+	sandbox.SetWalkHook(a, func(path string) {
+		if !done {
+			done = true
+			write(`{"bytes":0,"files":0,"dirs":0}`)
+		}
+	})
+	if _, err := a.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sandbox.SetWalkHook(a, nil)
+	if !done {
+		t.Fatal("the walk never ran its hook")
+	}
+	if c, err := sandbox.SharedCounts(a); err != nil || c.Bytes < 90 {
+		t.Errorf("count kept %+v, %v; the workspace holds 90 bytes", c, err)
+	}
+	_, err := a.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+}
