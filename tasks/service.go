@@ -35,6 +35,12 @@ type ServiceOptions struct {
 	NewID func() string
 	// Operators are the P2TR addresses that may read and cancel any task.
 	Operators []string
+	// IsOperator, when set, reports which addresses are operators instead
+	// of Operators, which is then not read: for a caller that keeps the
+	// operators elsewhere and changes them there, so that the Service
+	// and the others asking it give one answer (the node asks its
+	// policy holder, which puts the operators in force with the policy).
+	IsOperator func(addr string) bool
 	// IdempotencyKeys bounds the remembered (requester, idempotencyKey)
 	// pairs; the oldest is forgotten first. 0 means
 	// DefaultIdempotencyKeys; a negative value disables idempotency keys.
@@ -119,8 +125,8 @@ type Service struct {
 	events     *Broker
 	now        func() time.Time
 	newID      func() string
-	operators  atomic.Pointer[map[string]struct{}] // see SetOperators
-	inputModes atomic.Pointer[[]string]            // see SetInputModes
+	operators  atomic.Pointer[func(addr string) bool] // see SetOperators
+	inputModes atomic.Pointer[[]string]               // see SetInputModes
 	maxHistory int
 	keys       *keyCache
 	log        *slog.Logger
@@ -167,7 +173,11 @@ func NewService(store Store, opts ServiceOptions) *Service {
 	if s.newID == nil {
 		s.newID = snap.NewID
 	}
-	s.SetOperators(opts.Operators)
+	if opts.IsOperator != nil {
+		s.operators.Store(&opts.IsOperator)
+	} else {
+		s.SetOperators(opts.Operators)
+	}
 	s.SetInputModes(opts.InputModes)
 	if s.maxHistory <= 0 {
 		s.maxHistory = DefaultMaxHistory
@@ -189,19 +199,23 @@ func (s *Service) Events() *Broker { return s.events }
 
 // IsOperator reports whether addr may read and cancel every task.
 func (s *Service) IsOperator(addr string) bool {
-	_, ok := (*s.operators.Load())[addr]
-	return ok
+	return (*s.operators.Load())(addr)
 }
 
-// SetOperators replaces the operators (ServiceOptions.Operators) while
-// the Service runs: every later request is judged by the new list, so an
+// SetOperators replaces the operators (ServiceOptions.Operators, or
+// ServiceOptions.IsOperator, which is no longer asked) while the
+// Service runs: every later request is judged by the new list, so an
 // address removed from it loses the role at once.
 func (s *Service) SetOperators(addrs []string) {
 	m := make(map[string]struct{}, len(addrs))
 	for _, op := range addrs {
 		m[op] = struct{}{}
 	}
-	s.operators.Store(&m)
+	is := func(addr string) bool {
+		_, ok := m[addr]
+		return ok
+	}
+	s.operators.Store(&is)
 }
 
 // SetInputModes replaces the media types the parts of a message may

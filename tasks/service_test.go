@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,6 +240,30 @@ func TestSetOperators(t *testing.T) {
 	}
 	if s.IsOperator(operator) || !s.IsOperator(bob) {
 		t.Fatal("IsOperator after SetOperators")
+	}
+}
+
+// ServiceOptions.IsOperator decides who is an operator, asked at each
+// request, instead of ServiceOptions.Operators; SetOperators replaces it.
+func TestServiceAsksIsOperator(t *testing.T) {
+	ctx := context.Background()
+	var ops atomic.Pointer[string]
+	first, then := bob, operator
+	ops.Store(&first)
+	s, _ := newService(t, ServiceOptions{IsOperator: func(addr string) bool { return addr == *ops.Load() }})
+	task := mustSend(t, s, alice, send(`{"text":"x"}`))
+	_, err := getJSON(ctx, s, operator, []byte(getPayload(task.ID)))
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
+	if got, err := getJSON(ctx, s, bob, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
+		t.Fatalf("get by the operator IsOperator names: %v", err)
+	}
+	ops.Store(&then)
+	if s.IsOperator(bob) || !s.IsOperator(operator) {
+		t.Fatal("IsOperator does not follow ServiceOptions.IsOperator")
+	}
+	s.SetOperators([]string{alice})
+	if s.IsOperator(operator) || !s.IsOperator(alice) {
+		t.Fatal("SetOperators did not replace ServiceOptions.IsOperator")
 	}
 }
 

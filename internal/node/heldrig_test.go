@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,12 +19,19 @@ import (
 type heldRig struct {
 	n            *node.Node
 	dataDir      string
+	cfg          config.Config // the node's settings
 	proposer, op *identity.Key
 	held         taskView
 }
 
 // newHeldRig starts a heldRig on the database dsn, with opts.
 func newHeldRig(t *testing.T, dsn string, opts ...node.Option) *heldRig {
+	t.Helper()
+	return newHeldRigLogged(t, dsn, slog.New(slog.DiscardHandler), opts...)
+}
+
+// newHeldRigLogged is newHeldRig with a node logging to logger.
+func newHeldRigLogged(t *testing.T, dsn string, logger *slog.Logger, opts ...node.Option) *heldRig {
 	t.Helper()
 	r := &heldRig{dataDir: filepath.Join(t.TempDir(), "data")}
 	var err error
@@ -33,10 +41,11 @@ func newHeldRig(t *testing.T, dsn string, opts ...node.Option) *heldRig {
 	if r.op, err = identity.Generate(); err != nil {
 		t.Fatal(err)
 	}
-	r.n = startNodeWith(t, func(c *config.Config) {
-		c.HTTPListen, c.Database, c.DataDir = "127.0.0.1:0", dsn, r.dataDir
-		c.Operators = []string{r.op.Address(identity.Mainnet)}
-	}, opts...)
+	cfg := config.Default()
+	cfg.RelayListen, cfg.HTTPListen, cfg.Database, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", dsn, r.dataDir
+	cfg.Operators = []string{r.op.Address(identity.Mainnet)}
+	r.cfg = cfg
+	r.n, _ = startConfigured(t, cfg, logger, opts...)
 	if w := taskOf(t, postSNAP(t, r.n, r.send(t, r.proposer, proposal("WRITE_FILE", map[string]any{"path": "/sandbox/a.txt", "content": "x\n"})))); w.Status.State != "completed" {
 		t.Fatalf("write: %s %q", w.Status.State, w.Status.Message)
 	}

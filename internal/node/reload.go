@@ -100,7 +100,11 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 
 	// Checked: from here on, everything is put in force.
 	changed := config.Changed(n.cfg, next)
-	n.Tasks.SetOperators(next.Operators)
+	if n.exec == nil {
+		// With an executor the task service asks the policy holder's
+		// operators, set below with the policy in one step.
+		n.Tasks.SetOperators(next.Operators)
+	}
 	if modes, err := inputModes(next); err == nil { // buildCard checked them
 		n.Tasks.SetInputModes(modes)
 	}
@@ -134,7 +138,9 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	if engine != nil {
 		// The policy and the operators it judges with, in one step: no
 		// action is judged by the new operators under the old policy,
-		// nor by the old ones under the new.
+		// nor by the old ones under the new. The task service (reads,
+		// cancels, the first check of a decision) and the agent's queue
+		// ask these operators too: one answer for every check.
 		old := n.exec.policy.Set(policy.InForce{Engine: engine, Operator: policy.Operators(next.Operators)}).Engine
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
 		if engine.Version() != old.Version() && !slices.Contains(changed, "policy") {

@@ -360,6 +360,10 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
 		MaxNewcomerStreams: cfg.MaxNewcomerStreams, StreamWait: cfg.StreamWaitTimeout.Duration, MaxStreamWaiters: cfg.MaxStreamWaiters}
 	if n.exec != nil {
+		// One list of operators for the task service, the executor's
+		// judgements and approvals, and the agent's queue: the policy
+		// holder's, which Reload sets with the policy in one step.
+		opts.IsOperator = func(addr string) bool { return n.exec.policy.InForce().IsOperator(addr) }
 		// The runner needs only the executor: the task service is built
 		// on it, and the proposals' lifecycle on the task service.
 		opts.Runner = proposals.NewRunner(n.exec.exec, logger.With("part", "proposals"), w.o.pause)
@@ -374,8 +378,8 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	}
 	if n.exec != nil && cfg.AgentEnabled() {
 		var err error
-		// The queue asks the task service's operators, as the
-		// executor does (the service is built on the queue).
+		// The queue asks the task service's operators, the policy
+		// holder's (the service is built on the queue).
 		isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
 		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB, w.taskStore, cfg.Agent, isOperator, logger); err != nil {
 			return err
