@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -25,6 +26,15 @@ func (c *cli) policyCommand(args []string) int {
 		"usage: snapnode policy check --from ADDRESS [--as-operator] [node settings] FILE|-")
 }
 
+// networkHint tells the user of policy check which network it judged
+// for, network, and how to choose the other.
+func networkHint(network identity.Network) string {
+	if network == identity.Testnet {
+		return "the check judges for a testnet node, as the settings say (testnet in the settings file, SNAPNODE_TESTNET or --testnet): to judge for a mainnet node, leave them out"
+	}
+	return "the check judges for a mainnet node, as the settings say (no testnet in the settings file, SNAPNODE_TESTNET or --testnet): to judge for a testnet or signet node, give --testnet"
+}
+
 // policyCheck is `snapnode policy check`.
 func (c *cli) policyCheck(args []string) int {
 	fs, cfg := c.nodeFlagSet("policy check")
@@ -37,7 +47,8 @@ func (c *cli) policyCheck(args []string) int {
 	if *from == "" {
 		return c.usageError(fs, "give --from ADDRESS, the identity proposing")
 	}
-	if _, err := identity.ParseAddress(*from); err != nil {
+	proposer, err := identity.ParseAddress(*from)
+	if err != nil {
 		return c.usageError(fs, fmt.Sprintf("--from: %v", err))
 	}
 	if len(pos) != 1 {
@@ -46,12 +57,23 @@ func (c *cli) policyCheck(args []string) int {
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return c.configError(fs, err)
 	}
+	network := node.Network(*cfg)
+	if proposer.Network != network {
+		// Without the node's settings (on another machine, say) the
+		// check judges for a mainnet node: a testnet proposer says
+		// which network was meant, and no node of the other hears it.
+		return c.usageError(fs, fmt.Sprintf("--from %s is a %s address, and a %s node never judges a request from it; %s",
+			*from, proposer.Network, network, networkHint(network)))
+	}
 	data, err := c.readInput(pos)
 	if err != nil {
 		return c.ioError("policy check", err)
 	}
-	pol, err := node.PolicyEngine(cfg.Policy, node.Network(*cfg))
+	pol, err := node.PolicyEngine(cfg.Policy, network)
 	if err != nil {
+		if errors.Is(err, policy.ErrOtherNetwork) {
+			err = fmt.Errorf("%w; %s", err, networkHint(network))
+		}
 		return c.fail("policy check", err)
 	}
 	operator := *asOperator || slices.Contains(cfg.Operators, *from)

@@ -42,10 +42,14 @@ func TestPolicyCheck(t *testing.T) {
 		{"broken policy", []string{"--from", testAddress, "--policy", broken, write}, exitFail, []string{"broken.cedar:"}},
 		{"mainnet agent on mainnet", []string{"--from", mainAgent, "--policy", mainForbid, write}, exitPolicyDeny, []string{"decision: DENY", "main.cedar:2:1"}},
 		{"testnet agent on mainnet", []string{"--from", testAddress, "--policy", testForbid, write}, exitFail,
-			[]string{"test.cedar:2:1", testAgent, "testnet address", "runs on mainnet", mainAgent}},
+			[]string{"test.cedar:2:1", testAgent, "testnet address", "runs on mainnet", mainAgent, "judges for a mainnet node", "give --testnet"}},
 		{"testnet agent on testnet", []string{"--testnet", "--from", testAgent, "--policy", testForbid, write}, exitPolicyDeny, []string{"decision: DENY", "test.cedar:2:1"}},
 		{"mainnet agent on testnet", []string{"--testnet", "--from", testAgent, "--policy", mainForbid, write}, exitFail,
-			[]string{"main.cedar:2:1", mainAgent, "mainnet address", "runs on testnet", testAgent}},
+			[]string{"main.cedar:2:1", mainAgent, "mainnet address", "runs on testnet", testAgent, "judges for a testnet node"}},
+		// Without the node's settings (on another machine, say): the
+		// proposer's address says which network was meant.
+		{"testnet --from on mainnet", []string{"--from", testAgent, write}, exitUsage, []string{"--from", "testnet address", "a mainnet node", "give --testnet"}},
+		{"mainnet --from on testnet", []string{"--testnet", "--from", mainAgent, write}, exitUsage, []string{"--from", "mainnet address", "a testnet node"}},
 		{"no --from", []string{write}, exitUsage, []string{"--from"}},
 		{"bad --from", []string{"--from", "bc1qnotp2tr", write}, exitUsage, []string{"--from"}},
 		{"no file", []string{"--from", testAddress}, exitUsage, []string{"FILE"}},

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -125,7 +126,7 @@ func parse(name, shown string, src []byte, opts []Option) (*Engine, error) {
 	}
 	for i, p := range list {
 		pos := p.Position()
-		bad := func(format string, args ...any) error {
+		bad := func(format string, args ...any) *ParseError {
 			return &ParseError{File: name, Line: pos.Line, Column: pos.Column, Msg: fmt.Sprintf(format, args...)}
 		}
 		ann := p.Annotations()
@@ -151,7 +152,11 @@ func parse(name, shown string, src []byte, opts []Option) (*Engine, error) {
 			return nil, bad("duplicate @id %q (first at %s:%d:%d)", id, name, first.Line, first.Column)
 		}
 		if err := checkRefs(p, o.network); err != nil {
-			return nil, bad("%v", err)
+			pe := bad("%v", err)
+			if errors.Is(err, ErrOtherNetwork) {
+				pe.Err = ErrOtherNetwork
+			}
+			return nil, pe
 		}
 		confirmText, confirm := ann[annotConfirm]
 		if confirm && p.Effect() == cedar.Forbid {

@@ -16,6 +16,12 @@ import (
 // ErrInvalidPolicy is matched (errors.Is) by every *ParseError.
 var ErrInvalidPolicy = errors.New("invalid policy")
 
+// ErrOtherNetwork is matched (errors.Is) by the *ParseError of a policy
+// naming an Agent of another network than the one it judges for (see
+// WithNetwork), beside ErrInvalidPolicy: a caller can say how to choose
+// the network.
+var ErrOtherNetwork = errors.New("an agent of another network")
+
 // ParseError is a policy text the engine refuses: a Cedar syntax error, or
 // a rule of this package (a duplicate @id, an id starting with "host:",
 // @confirm on a forbid). Line and Column count from 1; both are 0 when the
@@ -25,6 +31,9 @@ type ParseError struct {
 	Line   int
 	Column int
 	Msg    string
+	// Err, when not nil, is what the refusal is beside ErrInvalidPolicy
+	// (ErrOtherNetwork), for errors.Is; Msg says it.
+	Err error
 }
 
 // Error returns "file:line:column: message".
@@ -35,8 +44,11 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
 }
 
-// Is makes errors.Is(err, ErrInvalidPolicy) true.
-func (e *ParseError) Is(target error) bool { return target == ErrInvalidPolicy }
+// Is makes errors.Is(err, ErrInvalidPolicy) true, and errors.Is(err,
+// e.Err) when Err is set.
+func (e *ParseError) Is(target error) bool {
+	return target == ErrInvalidPolicy || (e.Err != nil && target == e.Err)
+}
 
 // cedarPos finds "<input>:L:C" and the message after it in cedar-go's
 // parser errors, with or without a quoted token between them.

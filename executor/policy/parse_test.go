@@ -187,8 +187,8 @@ func TestParseOtherNetwork(t *testing.T) {
 					continue
 				}
 				var pe *policy.ParseError
-				if !errors.As(err, &pe) || !errors.Is(err, policy.ErrInvalidPolicy) {
-					t.Fatalf("Parse(%q) = %v, want a *ParseError", src, err)
+				if !errors.As(err, &pe) || !errors.Is(err, policy.ErrInvalidPolicy) || !errors.Is(err, policy.ErrOtherNetwork) {
+					t.Fatalf("Parse(%q) = %v, want a *ParseError matching ErrOtherNetwork", src, err)
 				}
 				other, mine := "testnet", tc.refused
 				if mine == "testnet" {

@@ -43,6 +43,13 @@ func checkRefs(p *cedar.Policy, network identity.Network) error {
 	return first
 }
 
+// otherNetworkError is checkRef's refusal of an Agent of another network
+// than the node's: errors.Is(err, ErrOtherNetwork).
+type otherNetworkError string
+
+func (e otherNetworkError) Error() string        { return string(e) }
+func (e otherNetworkError) Is(target error) bool { return target == ErrOtherNetwork }
+
 // contextAttrs are the attributes of a request's context (Engine.evaluate).
 var contextAttrs = []string{"risk", "riskLevel", "size", "rollbackSupported", "recentlyRolledBack"}
 
@@ -214,8 +221,8 @@ func checkRef(typ, id string, network identity.Network) error {
 		if a.Network != network {
 			// Every request's principal is an address of the node's
 			// network: one of the other never matches.
-			return fmt.Errorf("Agent::%q is a %s address, and this node runs on %s: no request it judges comes from it (the same key's %s address is Agent::%q)",
-				id, a.Network, network, network, identity.EncodeAddress(network, a.Key))
+			return otherNetworkError(fmt.Sprintf("Agent::%q is a %s address, and this node runs on %s: no request it judges comes from it (the same key's %s address is Agent::%q)",
+				id, a.Network, network, network, identity.EncodeAddress(network, a.Key)))
 		}
 	default:
 		return fmt.Errorf("unknown entity type %s::%q (known: Agent, Role, Action, Path)", typ, id)
