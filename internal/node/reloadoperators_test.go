@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -88,5 +89,37 @@ func TestReloadRemovesAnOperatorForEveryCheckAtOnce(t *testing.T) {
 	}
 	if code := read(); code != int(snap.CodeTaskNotFound) {
 		t.Errorf("after the reload the removed operator's read of the proposer's task answered %d; want %d", code, snap.CodeTaskNotFound)
+	}
+}
+
+// A reload refused after its policy loaded (its card does not validate)
+// leaves both the operators and the policy in force: the operator still
+// reads others' tasks and approves, under the policy it had.
+func TestRefusedReloadKeepsOperatorsAndPolicy(t *testing.T) {
+	r := newHeldRig(t, testdb.SQLite(t))
+	name, version := r.n.PolicyInForce()
+	denyAll := filepath.Join(t.TempDir(), "deny.cedar")
+	if err := os.WriteFile(denyAll, []byte("forbid (principal, action, resource);\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := r.cfg
+	next.Operators = nil
+	next.Policy = denyAll
+	next.Card.Name = ""
+	if _, err := r.n.Reload(context.Background(), next); !errors.Is(err, node.ErrNotReloaded) {
+		t.Fatalf("reload with a card of no name: %v", err)
+	}
+	if n, v := r.n.PolicyInForce(); n != name || v != version {
+		t.Errorf("after a refused reload the policy in force is %s %s; want %s %s", n, v, name, version)
+	}
+	if !r.n.Tasks.IsOperator(r.op.Address(identity.Mainnet)) {
+		t.Error("a refused reload removed the operator")
+	}
+	p := postSNAP(t, r.n, r.send(t, r.op, decisionMsg(r.held.ID, map[string]any{"decision": "approve"})))
+	if code := errorCode(p); code != 0 {
+		t.Fatalf("the operator's approval after a refused reload: %v", p)
+	}
+	if _, err := os.Stat(filepath.Join(r.dataDir, "sandbox", "a.txt")); !os.IsNotExist(err) {
+		t.Fatalf("approved, yet the file is still there: %v", err)
 	}
 }
