@@ -12,3 +12,9 @@ func AnswerMemoryHeld(s *Server) (used int64, peers int, waiting int64, waitingP
 // SetDrained makes Serve call f once shutdown began (streams ended,
 // WebSocket connections told), before it waits for anything.
 func SetDrained(s *Server, f func()) { s.drained = f }
+
+// SetSocketRead makes each WebSocket of s call f after each read from its
+// socket that brought bytes (n), once the WebSocket counted that read:
+// what f was told of, the WebSocket knows came before a shutdown begun
+// after it. Set it before Serve.
+func SetSocketRead(s *Server, f func(n int)) { s.socketRead = f }

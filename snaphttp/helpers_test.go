@@ -48,6 +48,8 @@ type hooks struct {
 	send func(ctx context.Context)
 	// stream, when set, replaces the body of message/stream.
 	stream func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error)
+	// socketRead, when set, is the server's snaphttp.SetSocketRead.
+	socketRead func(n int)
 }
 
 // newSNAPServer returns a real snap.Server of serverKey with handlers:
@@ -123,6 +125,9 @@ func start(t testing.TB, h *hooks, mutate func(*snaphttp.Config), wrap ...func(n
 	srv, err := snaphttp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if h != nil && h.socketRead != nil {
+		snaphttp.SetSocketRead(srv, h.socketRead)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -333,6 +333,10 @@ type Server struct {
 	// drained, set by tests only, is called by Serve once shutdown
 	// began, before it waits for anything.
 	drained func()
+	// socketRead, set by tests only, is called after each read from a
+	// WebSocket's socket that brought bytes (n), once the WebSocket
+	// counted it (see countingConn).
+	socketRead func(n int)
 
 	mu      sync.Mutex
 	ws      map[*wsConn]struct{}

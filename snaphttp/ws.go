@@ -110,7 +110,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// once the upgrader's refusal is written: ServeHTTP must not read what
 	// is left of the request's body (discardBody) after a hijack.
 	w.Header().Set("Connection", "close")
-	hj := &countingHijacker{ResponseWriter: w}
+	hj := &countingHijacker{ResponseWriter: w, onRead: s.socketRead}
 	c, err := s.upgrader.Upgrade(hj, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
 	if err != nil {
 		release()
@@ -224,12 +224,18 @@ type wsConn struct {
 type countingConn struct {
 	net.Conn
 	reads atomic.Uint64
+	// onRead, when set (by tests), is called after each read that
+	// brought bytes (n), once it is counted.
+	onRead func(n int)
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.reads.Add(1)
+		if c.onRead != nil {
+			c.onRead(n)
+		}
 	}
 	return n, err
 }
@@ -241,7 +247,8 @@ func (c *countingConn) Read(p []byte) (int, error) {
 // net/http's reader, on the connection underneath.
 type countingHijacker struct {
 	http.ResponseWriter
-	conn *countingConn
+	conn   *countingConn
+	onRead func(n int) // countingConn's
 }
 
 func (h *countingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -249,7 +256,7 @@ func (h *countingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.conn = &countingConn{Conn: c}
+	h.conn = &countingConn{Conn: c, onRead: h.onRead}
 	return h.conn, brw, nil
 }
 
