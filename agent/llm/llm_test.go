@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -22,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/nettest"
 )
 
 const schema = `{"type":"object","properties":{"op":{"type":"string"}},"required":["op"]}`
@@ -736,12 +736,7 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := nettest.RefusedAddr(t).String()
 	c, err := llm.New(llm.Config{BaseURL: "http://" + closed + "/v1", Model: "m1"})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -113,9 +114,7 @@ func TestSendOverHTTP(t *testing.T) {
 	if r.code != exitTimeout || !strings.Contains(r.stderr, "not the agent addressed") {
 		t.Errorf("answer from another agent: %s", r)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + nettest.RefusedAddr(t).String()
 	if r := runCLI(t, "", "send", "--to", n.Address(), "--http", closed, "--key", key, "--timeout", "5s", "hi"); r.code != exitTimeout {
 		t.Errorf("nothing listening: %s", r)
 	}
@@ -440,9 +439,7 @@ func TestUnreachableDefaultRelayHint(t *testing.T) {
 		c.Close()
 		t.Skip("something listens on 127.0.0.1:7447, the default relay: the hint is for when nothing does")
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := "ws://" + ln.Addr().String()
-	ln.Close()
+	closed := "ws://" + nettest.RefusedAddr(t).String()
 	key := keyFile(t, t.TempDir(), testSecret)
 	other, _ := identity.FromHex(otherSecret)
 	to := other.Address(identity.Mainnet)
