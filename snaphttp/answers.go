@@ -11,15 +11,25 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// answerWait bounds how long an answer waits for its share of
-// AnswerMemory before its peer is told the node is busy. An answer to a
-// peer that reads at the speed of a network is written in milliseconds:
-// a longer wait would only hold more answers, each for longer, for peers
-// that read slowly or not at all.
+// answerWait bounds how long a request waits for its reservation in
+// AnswerMemory before its peer is told the node is busy, and how long an
+// answer larger than its reservation waits for room for the rest before
+// it is sent abridged. An answer to a peer that reads at the speed of a
+// network is written in milliseconds: a longer wait would only hold more
+// answers, each for longer, for peers that read slowly or not at all.
 const answerWait = 250 * time.Millisecond
 
-// ErrAnswerMemory ends an exchange whose answer found no room in
-// AnswerMemory: its peer got the busy refusal in its place.
+// answerFloor is what a request reserves of AnswerMemory beyond its own
+// length before it is handled (see answerBudget.reservation): room for a
+// small answer whole, a task's id, status and a reply, and the envelope
+// and signature around it (about 450 bytes). A message/send's answer
+// holds its request's message in the task's history: it is seldom
+// smaller than the request.
+const answerFloor = 4 << 10
+
+// ErrAnswerMemory ends an exchange whose request found no room in
+// AnswerMemory before it was handled: its peer got the busy refusal in
+// its place.
 var ErrAnswerMemory = errors.New("snaphttp: too many answers are being written at once")
 
 // answerBudget bounds the bytes of the answers held at once while they
@@ -54,6 +64,32 @@ func newAnswerBudget(total, maxAnswer int64) *answerBudget {
 // framing), so that every answer can be written once the others are.
 func (b *answerBudget) size(n int) int64 {
 	return min(int64(n), b.perPeer)
+}
+
+// reservation is what a request of n bytes reserves of the budget before
+// it is handled: its length and answerFloor (see size).
+func (b *answerBudget) reservation(n int) int64 {
+	return b.size(n + answerFloor)
+}
+
+// grow makes held, what an answer holds of the budget for key, need, at
+// once when there is room, else after brief is called (the caller makes
+// the answer it sends when there is none, and lets the whole one go
+// meanwhile) and the rest waited for as take waits. It reports what the
+// answer holds then, and false when the rest found no room: the answer
+// keeps held, and brief's answer is sent in its place.
+func (b *answerBudget) grow(ctx context.Context, key netip.Addr, held, need int64, brief func()) (int64, bool) {
+	if need <= held {
+		return held, true
+	}
+	if scope, _ := b.tryTake(key, need-held); scope == "" {
+		return need, true
+	}
+	brief()
+	if scope := b.take(ctx, key, need-held); scope == "" {
+		return need, true
+	}
+	return held, false
 }
 
 // tryTake takes n bytes for key, or names the scope without room: "peer"
@@ -144,21 +180,52 @@ func (b *answerBudget) release(key netip.Addr, n int64) {
 	b.freed = make(chan struct{})
 }
 
-// answerBusy is the error answering a request whose answer found no room
-// in AnswerMemory in answerWait: the node was written too many answers
-// at once (scope "node"), or to this peer (scope "peer"). The request
-// was handled; its answer is not sent. A retry is answered again
-// (message/send with its first result, snap.ResultStore).
+// answerBusy is the error answering a request that found no room in
+// AnswerMemory for its reservation within answerWait: the node was
+// writing too many answers at once (scope "node"), or to this peer
+// (scope "peer"). The request was not handled: a retry is safe.
 func answerBusy(scope string) *snap.Error {
 	return &snap.Error{Code: snap.CodeServiceUnavailable,
-		Message: "too many answers are being written at once; retry later",
+		Message: "too many answers are being written at once: the request was not handled; retry later",
 		Data:    map[string]any{"retryAfter": 1, "limit": "answer_memory", "scope": scope}}
 }
 
-// refuseAnswer answers a POST whose answer found no room in AnswerMemory:
-// 503 with Retry-After, as small as any refusal.
+// answerUnsent is the error in place of an answer larger than its
+// reservation that found no room for the rest within answerWait (see
+// Server.abridge): the request was handled, its answer is not sent. It
+// is 5001, not 5003, and says when to come back nowhere: a peer that
+// sent the request again would have it handled again (a second task).
+func answerUnsent() *snap.Error {
+	return &snap.Error{Code: snap.CodeInternal,
+		Message: "the request was handled, but its answer found no memory free to be written and is left out: " +
+			"do not send the request again; tasks/get returns a task whole",
+		Data: map[string]any{"limit": "answer_memory", "handled": true}}
+}
+
+// abridge is the answer sent in place of resp, an answer to a request
+// handled that found no room to be written whole: the Handler's
+// abridged form (snap.Abridger: a task without its history and
+// artifacts), else its signed answerUnsent.
+func (s *Server) abridge(resp *snap.Message) *snap.Message {
+	if a, ok := s.cfg.Handler.(snap.Abridger); ok {
+		return a.Abridge(resp, answerUnsent())
+	}
+	return s.cfg.Handler.Refuse(answerUnsent())
+}
+
+// refuseAnswer answers a POST that found no room for its reservation in
+// AnswerMemory, before it was handled: 503 with Retry-After, as small as
+// any refusal.
 func refuseAnswer(w http.ResponseWriter, scope string) {
 	e := answerBusy(scope)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, e.Code, e.Message, e.Data)
+}
+
+// writeUnsent answers a service/call over HTTP whose reply found no room
+// to be written (see answerUnsent): 500, which a peer does not take for
+// a request not handled, with no Retry-After.
+func writeUnsent(w http.ResponseWriter) {
+	e := answerUnsent()
+	writeError(w, http.StatusInternalServerError, e.Code, e.Message, e.Data)
 }

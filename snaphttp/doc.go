@@ -29,8 +29,10 @@
 //     429 with Retry-After when the peer
 //     is over its rate or the messages held at once would exceed
 //     BodyMemory, before the body is read; 503 with Retry-After (5003,
-//     limit "answer_memory") in place of an answer that finds no room in
-//     AnswerMemory, the answers being written at once; 202 with no body
+//     limit "answer_memory") when AnswerMemory, the answers being
+//     written at once, has no room for the answer's reservation, before
+//     the request is handled (an answer that outgrows its reservation
+//     and finds no room is sent abridged, never 503); 202 with no body
 //     for a response or event posted to us, which is never answered.
 //     SNAP-Version is sent on every response and never required.
 //   - POST /snap with Accept: text/event-stream: 200, each message a

@@ -36,13 +36,20 @@ var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ende
 // failed. The writer calls taken for every frame it receives.
 //
 // Each frame also holds its share of the server's AnswerMemory (answers),
-// from when it is made until the writer is done with it. A frame that
-// needs, beside the exchange's own frames not yet written, more than the
-// peer's share waits for them as long as the peer takes them (awaitOwn);
-// one that then finds no room within answerWait is replaced by the busy refusal
-// (Handler.Refuse of answerBusy), after which the exchange is over: send
-// fails with ErrAnswerMemory, final queues nothing, and busy reports
-// the scope that had no room.
+// from when it is made until the writer is done with it. An exchange
+// reserves room for its answer before its request is handled (hold,
+// begin): a request without room is refused busy (refuseBusy, the
+// Handler's Refuse of answerBusy), never handled, and send fails with
+// ErrAnswerMemory, final queues nothing, and busy reports the scope that
+// had no room. The final response takes over the reservation, and waits,
+// as answerBudget.grow does, for room for what it needs beyond it: without
+// it within answerWait, the abridged answer (Server.abridge) is sent in
+// its place, never the busy refusal, since the request was handled. An
+// event that needs, beside the exchange's own frames not yet written,
+// more than the peer's share waits for them as long as the peer takes
+// them (awaitOwn); one that then finds no room within answerWait is not
+// sent, as snap.Server drops an event too large for its transport: the
+// final response carries the whole task, or says tasks/get does.
 type outbox struct {
 	ch       chan frame
 	frame    func(*snap.Message) ([]byte, error)
@@ -59,6 +66,7 @@ type outbox struct {
 	answers *answerBudget
 	key     netip.Addr
 	refuse  func(*snap.Error) *snap.Message
+	abridge func(*snap.Message) *snap.Message
 	stop    func()
 	// done is closed when the exchange fails.
 	done chan struct{}
@@ -78,6 +86,9 @@ type outbox struct {
 	// refused is the scope of the busy refusal queued in place of a
 	// frame ("" while none is).
 	refused string
+	// reserved is what the exchange reserved of AnswerMemory before its
+	// request was handled, until its final response takes it over.
+	reserved int64
 }
 
 // frame is one queued message, serialized, and what it holds of
@@ -91,8 +102,42 @@ type frame struct {
 // connection of s's, with key's share of AnswerMemory.
 func (s *Server) newOutbox(life context.Context, key netip.Addr, encode func(*snap.Message) ([]byte, error), abort, stop func()) *outbox {
 	return &outbox{ch: make(chan frame, s.cfg.StreamBuffer), maxBytes: s.cfg.StreamBufferBytes, frame: encode,
-		timeout: s.cfg.WriteTimeout, abort: abort, life: life, answers: s.answers, key: key, refuse: s.cfg.Handler.Refuse, stop: stop,
+		timeout: s.cfg.WriteTimeout, abort: abort, life: life, answers: s.answers, key: key, refuse: s.cfg.Handler.Refuse, abridge: s.abridge, stop: stop,
 		done: make(chan struct{}), writing: make(chan struct{}, 1), room: make(chan struct{})}
+}
+
+// begin reserves n bytes of AnswerMemory for the answer to the
+// exchange's request, before it is handled, waiting as answerBudget.take
+// does; it reports the scope without room ("" once reserved).
+func (o *outbox) begin(ctx context.Context, n int64) (scope string) {
+	if scope := o.answers.take(ctx, o.key, n); scope != "" {
+		return scope
+	}
+	o.hold(n)
+	return ""
+}
+
+// hold makes n bytes reserved of AnswerMemory (see begin) the exchange's.
+func (o *outbox) hold(n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reserved += n
+}
+
+// end gives back what the exchange reserved and its final response did
+// not take over: it had none, or the exchange failed or was refused.
+func (o *outbox) end() {
+	o.answers.release(o.key, o.takeReserved())
+}
+
+// takeReserved returns the exchange's reservation, which is no longer
+// the exchange's.
+func (o *outbox) takeReserved() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.reserved
+	o.reserved = 0
+	return n
 }
 
 // encode is m serialized (frame), holding its share of AnswerMemory,
@@ -105,7 +150,12 @@ func (o *outbox) encode(ctx context.Context, m *snap.Message) (f frame, scope st
 	if err != nil {
 		return frame{}, "", err
 	}
-	n := o.answers.size(cap(b))
+	o.mu.Lock()
+	reserved := o.reserved
+	o.mu.Unlock()
+	// Within the peer's share beside the exchange's reservation, as size
+	// keeps any answer within the share.
+	n := min(o.answers.size(cap(b)), o.answers.perPeer-reserved)
 	if scope, err := o.awaitOwn(ctx, n); err != nil || scope != "" {
 		return frame{}, scope, err
 	}
@@ -232,7 +282,10 @@ func (o *outbox) taken(f frame) {
 // timeout passes with no frame taken (ErrSlowReader, and the exchange
 // fails; each frame taken starts it again), or ctx, the exchange's, ends (ctx's error; the exchange does
 // not fail, so that its final response is still written). An event
-// without room in AnswerMemory is refused (refuseBusy): ErrAnswerMemory.
+// without room in AnswerMemory is not sent, and send returns nil: the
+// request was handled, and the final response tells the task. An
+// exchange refused before its request was handled (busy) fails send
+// with ErrAnswerMemory.
 func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err := o.failed(); err != nil {
 		return err
@@ -245,8 +298,7 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	case err != nil:
 		return err
 	case scope != "":
-		o.refuseBusy(scope)
-		return ErrAnswerMemory
+		return nil // dropped: see above
 	}
 	b := f.b
 	reserved, room := o.reserve(len(b))
@@ -333,10 +385,16 @@ func writeFailed(err error) error {
 // final queues the last message of an exchange, waiting for room until
 // ctx ends; ctx should end only when the peer is gone or shutdown is
 // forced, not when the stream ends. A nil m queues nothing, nor does an
-// exchange already refused (busy); an m without room in AnswerMemory is
-// refused (refuseBusy).
+// exchange already refused (busy). An m answering a request handled
+// takes over the exchange's reservation (finalReserved); an m without
+// one (a refusal of a request not handled) without room in AnswerMemory
+// is refused (refuseBusy).
 func (o *outbox) final(ctx context.Context, m *snap.Message) {
 	if m == nil || o.failed() != nil || o.busy() != "" {
+		return
+	}
+	if r := o.takeReserved(); r > 0 {
+		o.finalReserved(ctx, m, r)
 		return
 	}
 	f, scope, err := o.encode(ctx, m)
@@ -349,6 +407,67 @@ func (o *outbox) final(ctx context.Context, m *snap.Message) {
 		return
 	}
 	o.queue(ctx, f)
+}
+
+// finalReserved queues m, holding r, the reservation it takes over, and
+// what it needs beyond: once the exchange's own frames leave room for it
+// (awaitOwn), at once when there is room, else within answerWait, as
+// answerBudget.grow does. Without room, the abridged answer is queued in
+// its place (Server.abridge), holding r.
+func (o *outbox) finalReserved(ctx context.Context, m *snap.Message, r int64) {
+	b, err := o.frame(m)
+	if err != nil {
+		o.answers.release(o.key, r)
+		o.fail(err)
+		return
+	}
+	need := o.answers.size(cap(b))
+	if need > r {
+		scope, err := o.awaitOwn(ctx, need)
+		if err != nil {
+			o.answers.release(o.key, r)
+			o.fail(err)
+			return
+		}
+		var brief []byte
+		whole := false
+		if scope == "" {
+			r, whole = o.answers.grow(ctx, o.key, r, need, func() {
+				brief = o.brief(m)
+				m = nil
+			})
+		} else {
+			brief = o.brief(m)
+		}
+		m = nil
+		if !whole {
+			if ctx.Err() != nil {
+				o.answers.release(o.key, r)
+				o.fail(ctx.Err())
+				return
+			}
+			if b = brief; b == nil {
+				o.answers.release(o.key, r)
+				o.fail(ErrAnswerMemory)
+				return
+			}
+		}
+	}
+	o.mu.Lock()
+	o.held += r
+	o.mu.Unlock()
+	o.queue(ctx, frame{b: b, held: r})
+}
+
+// brief is the abridged answer in place of m, serialized (nil when the
+// Handler makes none).
+func (o *outbox) brief(m *snap.Message) []byte {
+	a := o.abridge(m)
+	if a == nil {
+		return nil
+	}
+	b, _ := o.frame(a)
+	return b
 }
 
 // queue queues f, the last frame of an exchange, which waits for room in

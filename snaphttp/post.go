@@ -30,10 +30,15 @@ import (
 // for one whose Content-Type names another format (see jsonContentType),
 // 503 with Retry-After once shutdown began (the shutdown's 5003, see
 // refuseShutdown; a request whose handling began before is answered),
-// and 503 with Retry-After in place of an answer that finds no room in
-// AnswerMemory (see refuseAnswer): the answer is serialized, the response
-// let go, and the serialized form holds its share of AnswerMemory until
-// it is written or its write times out.
+// and 503 with Retry-After when AnswerMemory has no room for the
+// answer's reservation (see answerBudget.reservation), before the
+// request is handled (see refuseAnswer): a 503 always means the request
+// was not handled. The answer is then serialized, the response let go,
+// and the serialized form holds its share of AnswerMemory until it is
+// written or its write times out; one larger than its reservation that
+// finds no room for the rest is sent abridged (see Server.abridge), or,
+// for a service/call, as 500 with 5001 {limit: "answer_memory",
+// handled: true}.
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -78,11 +83,23 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	key := peerKey(r)
+	// Room for the answer is reserved before the request is handled: a
+	// request refused for want of it was not handled, and its peer may
+	// send it again. Refused after, a message/send would have made its
+	// task, and the peer, told to retry, a second.
+	held := s.answers.reservation(len(body))
+	if scope := s.answers.take(r.Context(), key, held); scope != "" {
+		refuseAnswer(w, scope)
+		return
+	}
+	defer func() { s.answers.release(key, held) }()
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	in := snap.Inbound{Raw: body, Transport: "http", MaxSize: s.cfg.MaxResponse}
 	if acceptsEventStream(r.Header.Values("Accept")) {
-		s.postSSE(w, r, in)
+		s.postSSE(w, r, in, held)
+		held = 0 // the stream's, given back by it
 		return
 	}
 	// A plain POST of a streaming method gets its final response alone,
@@ -93,14 +110,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	key := peerKey(r)
+	var whole bool
 	if resp.Method == snap.MethodServiceCall && resp.Type == snap.TypeResponse {
-		n := s.answers.size(len(resp.Payload))
-		if scope := s.answers.take(r.Context(), key, n); scope != "" {
-			refuseAnswer(w, scope)
+		if held, whole = s.answers.grow(r.Context(), key, held, s.answers.size(len(resp.Payload)), func() {}); !whole {
+			writeUnsent(w)
 			return
 		}
-		defer s.answers.release(key, n)
 		writeServiceReply(w, resp)
 		return
 	}
@@ -111,14 +126,26 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	closing := forged(resp)
-	resp = nil // its serialized form is what is written: the response may go meanwhile
-	n := s.answers.size(cap(b))
-	if scope := s.answers.take(r.Context(), key, n); scope != "" {
-		b = nil
-		refuseAnswer(w, scope)
-		return
+	// An answer larger than its reservation waits for room for the rest;
+	// meanwhile its serialized form is what it holds (the response let
+	// go), and without room it is sent abridged, made before the wait.
+	var brief []byte
+	held, whole = s.answers.grow(r.Context(), key, held, s.answers.size(cap(b)), func() {
+		if m := s.abridge(resp); m != nil {
+			if brief, err = messageJSON(m); err != nil {
+				s.cfg.Logger.Error("snaphttp: abridged response does not serialize", "err", err)
+			}
+		}
+		resp = nil
+	})
+	resp = nil
+	if !whole {
+		if b = brief; b == nil {
+			writeUnsent(w)
+			return
+		}
 	}
-	defer s.answers.release(key, n)
+	brief = nil
 	// The peer's time to take it runs from now, not from before it was
 	// serialized or waited for its room.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
@@ -391,7 +418,10 @@ func sseFrame(m *snap.Message) ([]byte, error) {
 // proposals run first, and a proxy must not take the silence for a dead
 // peer); any other message's go with its first frame, and one with no
 // answer gets 202 Accepted.
-func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound) {
+//
+// held is what the request reserved of AnswerMemory before it was
+// handled: the outbox's, given back once its last frame is written.
+func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound, held int64) {
 	rc := http.NewResponseController(w)
 	stream := snap.IsStreamRequest(in.Raw)
 	ctx, cancel := s.streamContext(r.Context(), stream)
@@ -400,6 +430,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 		cancel()
 		_ = rc.SetWriteDeadline(time.Now()) // unblocks a write in progress
 	}, cancel)
+	o.hold(held)
 	started := false
 	start := func() {
 		started = true
@@ -418,6 +449,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	go func() {
 		defer close(produced)
 		defer o.close()
+		defer o.end()
 		send := func(m *snap.Message) error { return o.send(ctx, m) }
 		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, send))
 	}()

@@ -138,14 +138,22 @@ type Config struct {
 	// a POST, and each SSE event and WebSocket message, counts its
 	// serialized size from when it is serialized until it is written, or
 	// its write fails or times out (WriteTimeout). One peer may hold a
-	// sixteenth of it, or MaxResponse when that is larger. An answer
-	// waits a quarter of a second at most for room; without it, the
-	// request is answered, in place of its answer, by a small error
-	// 5003 {retryAfter: 1, limit: "answer_memory", scope: "node" or
-	// "peer"}: HTTP 503 with Retry-After for a POST; a signed SNAP error
-	// response for SSE, which then ends, and WebSocket, whose connection
-	// goes on with its next request. The request was handled: a
-	// retry is answered again, message/send with its first result.
+	// sixteenth of it, or MaxResponse when that is larger. Each request
+	// reserves room for its answer before it is handled: its own length
+	// and 4 KiB. A request that finds no room for that within a quarter
+	// of a second is not handled: it is answered 5003 {retryAfter: 1,
+	// limit: "answer_memory", scope: "node" or "peer"}, HTTP 503 with
+	// Retry-After for a POST (with or without SSE), a signed SNAP error
+	// response over WebSocket, whose connection goes on with its next
+	// request; a retry is safe. An answer larger than its reservation
+	// waits a quarter of a second at most for room for the rest; without
+	// it the request, which was handled, is answered in brief, never
+	// 5003: a response that carries a task (message/send, message/stream,
+	// tasks/get, tasks/cancel) carries it abridged (its id, contextId and
+	// status, beside "abridged": {omitted, note}, tasks/get returning it
+	// whole), any other 5001 {limit: "answer_memory", handled: true}
+	// (for a POSTed service/call, HTTP 500). An SSE or WebSocket event
+	// without room is not sent, the final response telling the task.
 	// Peers that read their answers slowly, or not at all, so hold at
 	// most this much of the node's memory, however many connections they
 	// open, where each held an answer of up to MaxResponse (twice over:
@@ -156,8 +164,8 @@ type Config struct {
 	// (a WebSocket's previous answer, a stream's events), as long as
 	// its peer takes those; the answers waiting hold at most as much
 	// again as AnswerMemory, a peer's at most its share, and one past
-	// that is refused at once. The
-	// answer is bounded once it is made, not before (a smaller MaxSize
+	// that does not wait (a reservation is refused, an answer abridged).
+	// The answer is bounded once it is made, not before (a smaller MaxSize
 	// for the Handler): a handler's answer is made in milliseconds, but
 	// a message/send or a stream may run for minutes and would hold its
 	// room all that while, and a MaxSize cut to the room left would

@@ -40,9 +40,11 @@ import (
 // frame larger than MaxBody (close 1009). A message waiting for its share
 // of BodyMemory, or for room among the requests read ahead, is waiting on
 // the node, not on the peer: that time counts neither as idle nor as
-// silence. An answer that finds no room in AnswerMemory is replaced by
-// the signed busy refusal (5003), which ends its exchange (a stream's
-// send fails); the connection goes on with the next request. A binary frame is not read: once
+// silence. A request that finds no room in AnswerMemory for its answer
+// (a reservation, taken before it is handled) gets the signed busy
+// refusal (5003) and is not handled; an answer larger than its
+// reservation that finds no room for the rest is sent abridged (see
+// outbox); the connection goes on with the next request. A binary frame is not read: once
 // the requests before it are answered, it gets a signed 1005, then the
 // close 1003 (unsupported data).
 //
@@ -376,10 +378,10 @@ loop:
 			if o.failed() != nil {
 				break loop
 			}
-			// An answer refused for want of AnswerMemory was replaced by
-			// the busy refusal: the exchange is over, and the next
-			// request is answered as any other (the requests read ahead
-			// are not dropped with the connection).
+			// A request refused for want of AnswerMemory got the busy
+			// refusal: the exchange is over, and the next request is
+			// answered as any other (the requests read ahead are not
+			// dropped with the connection).
 			o.unbusy()
 			idle.Reset(s.cfg.IdleTimeout)
 		case <-wc.waited:
@@ -681,6 +683,17 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 			return
 		}
 	}
+	// Room for the answer is reserved before the request is handled, as
+	// a POST's is: refused for want of it, the request was not handled.
+	if scope := o.begin(wc.ctx, s.answers.reservation(len(raw))); scope != "" {
+		if wc.ctx.Err() != nil {
+			o.fail(wc.ctx.Err())
+			return
+		}
+		o.refuseBusy(scope)
+		return
+	}
+	defer o.end()
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	ctx, cancel := s.streamContext(wc.ctx, snap.IsStreamRequest(raw))
