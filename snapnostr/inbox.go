@@ -177,8 +177,10 @@ type Recorded interface {
 // A request whose own NIP-40 expiration has passed by Now, which a relay
 // that does not drop expired events may deliver, is dropped unopened and
 // unanswered, as NIP-40 asks of clients; so is one that expires while it
-// waits in the queue or the backlog, when its turn comes. Either is
-// counted (Expired) and logged, and finished for the relays' points.
+// waits in the queue or the backlog, when its turn comes or when another
+// request pushes it out (not refused 5003: "try again" would ask for
+// it again). Either is counted (Expired) and logged, and finished for
+// the relays' points.
 //
 // Every answer stays within NIP-44's relay.MaxNIP44Plain bytes of plaintext: a
 // larger result is shrunk (a task drops its oldest history), else the
@@ -836,7 +838,9 @@ func (in *Inbox) processed(ctx context.Context, evs []*nostr.Event) (seen map[st
 
 // push queues ev, refusing it (or the request it pushes out) when the
 // queue is full (see InboxConfig.Workers); a stored request the feeder
-// queued that ev pushes out goes back to the backlog wait, when set.
+// queued that ev pushes out goes back to the backlog wait, when set, and
+// one pushed out whose NIP-40 expiration has passed is dropped
+// unanswered (see dropExpired).
 func (in *Inbox) push(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	// When every worker is busy and the queue is full, the request
 	// refused is answered soon rather than left to time out.
@@ -851,7 +855,7 @@ func (in *Inbox) push(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 			return // a stored request: it waits for room again
 		}
 		in.marks.finished(out)
-		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
+		if _, wasLate := in.late.LoadAndDelete(out); !in.dropExpired(ctx, out, "queue") && !wasLate {
 			refusals.refuse(out, busy())
 		}
 	}
@@ -862,17 +866,29 @@ func (in *Inbox) push(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 // has no room for ev), ev is the caller's to queue or refuse. A request
 // pushed out that the checkpoint was still to be asked about is asked
 // about first: one processed before is not refused, its requester had
-// its answer. One waiting for its key's allowance is refused so too.
+// its answer. One waiting for its key's allowance is refused so too. One
+// whose NIP-40 expiration has passed is dropped unanswered, and the
+// checkpoint is not asked about it (see dropExpired).
 func (in *Inbox) wait(ctx context.Context, ev *nostr.Event, wait *backlog, refusals *refuser) bool {
 	out, res := wait.add(ev)
 	var unchecked []*nostr.Event
-	for _, o := range out {
-		if ask, ok := in.unchecked.LoadAndDelete(o); ok && ask.(bool) {
+	for i, o := range out {
+		ask, ok := in.unchecked.LoadAndDelete(o)
+		if in.dropExpired(ctx, o, "backlog") {
+			in.late.Delete(o)
+			in.marks.finished(o)
+			out[i] = nil
+			continue
+		}
+		if ok && ask.(bool) {
 			unchecked = append(unchecked, o)
 		}
 	}
 	seen, stopping := in.processed(ctx, unchecked)
 	for _, out := range out {
+		if out == nil {
+			continue // expired, dropped above
+		}
 		_, wasLate := in.late.LoadAndDelete(out)
 		if stopping && slices.Contains(unchecked, out) {
 			continue // dropped, and left counted
