@@ -178,8 +178,10 @@ type Recorded interface {
 // that does not drop expired events may deliver, is dropped unopened and
 // unanswered, as NIP-40 asks of clients; so is one that expires while it
 // waits in the queue or the backlog, when its turn comes or when another
-// request pushes it out (not refused 5003: "try again" would ask for
-// it again). Either is counted (Expired) and logged, and finished for
+// request pushes it out (not refused 5003: "try again" would ask for it
+// again), and one that expires while it is kept aside for another
+// replica (see Shares), when this one takes it up. Each is counted
+// (Expired) and logged, costs its key no allowance, and is finished for
 // the relays' points.
 //
 // Every answer stays within NIP-44's relay.MaxNIP44Plain bytes of plaintext: a
@@ -1267,17 +1269,20 @@ func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
 // takeUp queues a request kept aside: the copy the pool verified, or the
 // first of the unverified copies that verifies. The copy queued is
 // counted in the watermark in d's place and epoch; when none is, d is
-// finished.
+// finished. One whose NIP-40 expiration passed while it was kept aside
+// is dropped (see dropExpired) before it costs its key any allowance.
 func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, late bool) {
+	defer in.marks.finished(d) // a no-op once handed over
 	if d.verified {
-		in.marks.handOver(d, d.evs[0])
-		in.admitTo(ctx, d.evs[0], jobs, wait, late, refusals, late) // take saw it
+		if !in.dropExpired(ctx, d.evs[0], "kept aside") {
+			in.marks.handOver(d, d.evs[0])
+			in.admitTo(ctx, d.evs[0], jobs, wait, late, refusals, late) // take saw it
+		}
 		return
 	}
-	defer in.marks.finished(d) // a no-op once handed over
 	for _, ev := range d.evs {
 		if in.verify(ev) {
-			if in.firstSight(d.id) {
+			if in.firstSight(d.id) && !in.dropExpired(ctx, ev, "kept aside") {
 				in.marks.handOver(d, ev)
 				in.admitTo(ctx, ev, jobs, wait, late, refusals, late)
 			}

@@ -112,3 +112,47 @@ func TestExpiredRequestPushedOutOfTheQueueIsNotAnswered(t *testing.T) {
 		}
 	})
 }
+
+// countingRefuser refuses every key and counts how often it is asked.
+type countingRefuser struct{ asked int }
+
+func (l *countingRefuser) Allow(string) (bool, time.Duration) {
+	l.asked++
+	return false, time.Second
+}
+
+// A request kept aside for another replica that expired meanwhile is
+// dropped as it is taken up (that replica left): it is not queued, costs
+// its key no allowance and is not refused for it, and is finished in the
+// watermark. Before, it took its key's allowance, and was refused 5002
+// when over it.
+func TestExpiredRequestTakenUpFromAReplicaIsDropped(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := &testClock{}
+	clock.set(now)
+	lim := &countingRefuser{}
+	sh := &switchShares{grace: time.Hour}
+	r := newBacklogRig(t, InboxConfig{Shares: sh, KeyLimiter: lim, Now: clock.now}, 64, 64, 1<<20)
+	ev := r.expiring(r.peer, relay.KindMessage, "kept aside", now.Add(30*time.Second))
+	r.in.setAside(r.ctx, ev, r.jobs, r.wait, r.refusals)
+	clock.set(now.Add(time.Minute)) // the request expired
+	sh.mine.Store(true)             // its owner left
+	r.in.reviewPass(r.ctx, r.jobs, r.wait, r.refusals)
+	r.stopRefusals()
+	if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
+		t.Errorf("%d refusals sent, want none", n)
+	}
+	if lim.asked != 0 {
+		t.Errorf("the key limiter asked %d times, want none: an expired request costs its key nothing", lim.asked)
+	}
+	if n := r.jobs.Len() + r.wait.q.Len(); n != 0 {
+		t.Errorf("%d requests queued or waiting, want none", n)
+	}
+	if n := r.in.Expired(); n != 1 {
+		t.Errorf("Expired() = %d, want 1", n)
+	}
+	if n := inFlight(t, r.in); n != 0 {
+		t.Errorf("%d requests counted in flight, want none", n)
+	}
+	noMarks(t, r.in)
+}
