@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -1366,13 +1367,36 @@ func expiration(ev *nostr.Event) (nostr.Timestamp, bool) {
 		if len(t) < 2 || t[0] != "expiration" {
 			continue
 		}
-		n, err := strconv.ParseInt(t[1], 10, 64)
-		if err != nil || n < 0 {
-			return 0, false
-		}
-		return nostr.Timestamp(n), true
+		n, ok := unixTime(t[1])
+		return nostr.Timestamp(n), ok
 	}
 	return 0, false
+}
+
+// unixTime parses s as strconv.ParseInt(s, 10, 64) does (the embedded
+// relay's reading of an expiration), reporting false where that fails or
+// the value is negative; unlike it, it allocates nothing when s is not a
+// number (strconv's error does).
+func unixTime(s string) (int64, bool) {
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := int64(s[i]) - '0'
+		if d < 0 || d > 9 || n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	if neg && n != 0 {
+		return 0, false
+	}
+	return n, true
 }
 
 func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
