@@ -3,6 +3,7 @@ package snapnostr
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -17,6 +18,42 @@ func TestExpirationCheckAllocatesNothing(t *testing.T) {
 		ev := &nostr.Event{Tags: nostr.Tags{{"p", "x"}, {"expiration", v}}}
 		if n := testing.AllocsPerRun(100, func() { in.dropExpired(t.Context(), ev, "queue") }); n != 0 {
 			t.Errorf("expiration %q: %v allocations a check, want none", v, n)
+		}
+	}
+}
+
+// A request is expired once its NIP-40 expiration is at or before the
+// inbox's clock, to the second, as the embedded relay counts it (it
+// refuses such an event and serves stored ones only while expiration >
+// now); its first expiration tag counts, as the relay's does; one whose
+// value is not a unix time (negative, past int64, not decimal) is
+// ignored, as none.
+func TestDropExpiredAtTheBoundary(t *testing.T) {
+	now := time.Unix(1_800_000_000, 999_000_000)
+	in := NewInbox(InboxConfig{Now: func() time.Time { return now }})
+	at := func(d int64) string { return strconv.FormatInt(now.Unix()+d, 10) }
+	for _, c := range []struct {
+		name string
+		tags nostr.Tags
+		drop bool
+	}{
+		{"none", nil, false},
+		{"now", nostr.Tags{{"expiration", at(0)}}, true},
+		{"a second ago", nostr.Tags{{"expiration", at(-1)}}, true},
+		{"next second", nostr.Tags{{"expiration", at(1)}}, false},
+		{"zero", nostr.Tags{{"expiration", "0"}}, true},
+		{"first passed, second ahead", nostr.Tags{{"expiration", at(-1)}, {"expiration", at(60)}}, true},
+		{"first ahead, second passed", nostr.Tags{{"expiration", at(60)}, {"expiration", at(-1)}}, false},
+		{"a name alone, then passed", nostr.Tags{{"expiration"}, {"expiration", at(-1)}}, true},
+		{"largest", nostr.Tags{{"expiration", "9223372036854775807"}}, false},
+		{"past int64", nostr.Tags{{"expiration", "9223372036854775808"}}, false},
+		{"negative", nostr.Tags{{"expiration", "-1"}}, false},
+		{"not a number", nostr.Tags{{"expiration", "soon"}}, false},
+		{"not a time, then passed", nostr.Tags{{"expiration", "soon"}, {"expiration", at(-1)}}, false},
+	} {
+		ev := &nostr.Event{ID: c.name, Tags: c.tags}
+		if got := in.dropExpired(t.Context(), ev, "queue"); got != c.drop {
+			t.Errorf("%s: dropped %v, want %v", c.name, got, c.drop)
 		}
 	}
 }
