@@ -428,18 +428,7 @@ func readGoingAway(t *testing.T, c net.Conn) {
 // once: the request got only the close 1001, its peer no answer.
 func TestWebSocketShutdownFinishesFrameBegun(t *testing.T) {
 	c, rest, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) { c.ShutdownReadTimeout = time.Minute })
-	if _, err := c.Write(rest); err != nil {
-		t.Fatal(err)
-	}
-	op, p, err := nettest.ReadAnswer(c)
-	if err != nil || op != 0x1 {
-		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
-	}
-	shutdownRefusal(t, p)
-	readGoingAway(t, c)
-	if err := <-stopped; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	restRefused(t, c, rest, stopped)
 }
 
 // The same, the half-received request waiting for its share of
@@ -454,6 +443,14 @@ func TestWebSocketShutdownFinishesFrameWaitingForMemory(t *testing.T) {
 		c.MaxBody = 16 << 10
 		c.BodyMemory = 16 * (c.MaxBody + 600)
 	})
+	restRefused(t, c, rest, stopped)
+}
+
+// restRefused writes the rest of the request halfFrameAtShutdown left
+// half sent, and checks that it is answered by the signed shutdown
+// refusal, then the close 1001, and that Serve returns.
+func restRefused(t *testing.T, c net.Conn, rest []byte, stopped <-chan error) {
+	t.Helper()
 	if _, err := c.Write(rest); err != nil {
 		t.Fatal(err)
 	}
