@@ -60,57 +60,47 @@ func TestStoredRequestExpiringWhileHeldForItsRate(t *testing.T) {
 	})
 }
 
-// A stored request that expired while it waited in the backlog, pushed
-// out of it by another key's, is dropped rather than refused: a 5003
-// answer, "try again shortly", would ask its requester to send again what
-// it wanted dropped. Before, it was answered 5003.
-func TestExpiredRequestPushedOutOfTheBacklogIsNotAnswered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newBacklogRig(t, InboxConfig{}, 64, 2, 1<<20)
-		for i := range 2 {
-			r.in.receive(r.ctx, r.expiring(r.peer, relay.KindMessage, fmt.Sprint("expires ", i), time.Now().Add(30*time.Second)), r.jobs, r.wait, true, r.refusals)
-		}
-		time.Sleep(time.Minute)
-		r.in.receive(r.ctx, r.signed(r.other, "other's"), r.jobs, r.wait, true, r.refusals)
-		if n := r.refused(); n != 0 {
-			t.Errorf("%d refusals sent, want none: the request pushed out had expired", n)
-		}
-		if n := r.in.Expired(); n != 1 {
-			t.Errorf("Expired() = %d, want 1", n)
-		}
-		if n := inFlight(t, r.in); n != 2 {
-			t.Errorf("%d requests counted in flight, want 2: the peer's older and the other key's", n)
-		}
-		if keys := r.drain(); len(keys) != 2 {
-			t.Errorf("the backlog holds %d requests, want 2: the peer's older and the other key's", len(keys))
-		}
-	})
-}
-
-// A live request that expired while it waited in the queue, pushed out
-// of it by another key's, is dropped rather than refused 5003. Before, it
-// was answered.
-func TestExpiredRequestPushedOutOfTheQueueIsNotAnswered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newBacklogRig(t, InboxConfig{}, 2, 64, 1<<20)
-		for i := range 2 {
-			r.in.receive(r.ctx, r.expiring(r.peer, relay.KindEphemeral, fmt.Sprint("expires ", i), time.Now().Add(30*time.Second)), r.jobs, r.wait, false, r.refusals)
-		}
-		time.Sleep(time.Minute)
-		r.in.receive(r.ctx, r.signed(r.other, "other's"), r.jobs, r.wait, false, r.refusals)
-		if n := r.refused(); n != 0 {
-			t.Errorf("%d refusals sent, want none: the request pushed out had expired", n)
-		}
-		if n := r.in.Expired(); n != 1 {
-			t.Errorf("Expired() = %d, want 1", n)
-		}
-		if n := inFlight(t, r.in); n != 2 {
-			t.Errorf("%d requests counted in flight, want 2: the peer's older and the other key's", n)
-		}
-		if n := r.jobs.Len(); n != 2 {
-			t.Errorf("%d requests queued, want 2: the peer's older and the other key's", n)
-		}
-	})
+// A request that expired while it waited, pushed out by another key's,
+// is dropped rather than refused: a 5003 answer, "try again shortly",
+// would ask its requester to send again what it wanted dropped. Before,
+// it was answered 5003. A stored request waits in the backlog, a live one
+// in the queue.
+func TestExpiredRequestPushedOutIsNotAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		queue, backlog, kind int
+		stored               bool
+	}{
+		{"of the backlog", 64, 2, relay.KindMessage, true},
+		{"of the queue", 2, 64, relay.KindEphemeral, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newBacklogRig(t, InboxConfig{}, tc.queue, tc.backlog, 1<<20)
+				for i := range 2 {
+					r.in.receive(r.ctx, r.expiring(r.peer, tc.kind, fmt.Sprint("expires ", i), time.Now().Add(30*time.Second)), r.jobs, r.wait, tc.stored, r.refusals)
+				}
+				time.Sleep(time.Minute)
+				r.in.receive(r.ctx, r.signed(r.other, "other's"), r.jobs, r.wait, tc.stored, r.refusals)
+				if n := r.refused(); n != 0 {
+					t.Errorf("%d refusals sent, want none: the request pushed out had expired", n)
+				}
+				if n := r.in.Expired(); n != 1 {
+					t.Errorf("Expired() = %d, want 1", n)
+				}
+				if n := inFlight(t, r.in); n != 2 {
+					t.Errorf("%d requests counted in flight, want 2: the peer's older and the other key's", n)
+				}
+				waiting := r.jobs.Len()
+				if tc.stored {
+					waiting = len(r.drain())
+				}
+				if waiting != 2 {
+					t.Errorf("%d requests wait, want 2: the peer's older and the other key's", waiting)
+				}
+			})
+		})
+	}
 }
 
 // countingRefuser refuses every key and counts how often it is asked.
