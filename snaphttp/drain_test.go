@@ -446,9 +446,10 @@ func TestWebSocketShutdownFinishesFrameWaitingForMemory(t *testing.T) {
 	restRefused(t, c, rest, stopped)
 }
 
-// restRefused writes the rest of the request halfFrameAtShutdown left
-// half sent, and checks that it is answered by the signed shutdown
-// refusal, then the close 1001, and that Serve returns.
+// restRefused writes the rest of a request left half sent at shutdown
+// (and whatever the test sends behind it), and checks that the request
+// is answered by the signed shutdown refusal, then the close 1001, and
+// that Serve returns.
 func restRefused(t *testing.T, c net.Conn, rest []byte, stopped <-chan error) {
 	t.Helper()
 	if _, err := c.Write(rest); err != nil {
@@ -595,18 +596,7 @@ func TestWebSocketShutdownReadsNothingAfterFrameBegun(t *testing.T) {
 	for range 16 {
 		wire = append(wire, clientFrame(true, 0x1, []byte(strings.Repeat("x", 2048)))...)
 	}
-	if _, err := c.Write(wire); err != nil {
-		t.Fatal(err)
-	}
-	op, p, err := nettest.ReadAnswer(c)
-	if err != nil || op != 0x1 {
-		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
-	}
-	shutdownRefusal(t, p)
-	readGoingAway(t, c)
-	if err := <-stopped; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	restRefused(t, c, wire, stopped)
 }
 
 // An answer written once shutdown began says Connection: close, as the
@@ -734,16 +724,5 @@ func TestWebSocketShutdownFinishesFrameBehindWholeOne(t *testing.T) {
 		}
 		shutdownRefusal(t, p)
 	}
-	if _, err := c.Write(rest); err != nil {
-		t.Fatal(err)
-	}
-	op, p, err = nettest.ReadAnswer(c)
-	if err != nil || op != 0x1 {
-		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
-	}
-	shutdownRefusal(t, p)
-	readGoingAway(t, c)
-	if err := <-stopped; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	restRefused(t, c, rest, stopped)
 }
