@@ -9,7 +9,6 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -106,25 +105,13 @@ func (r *stopRig) start(opts ...func(*snapnostr.InboxConfig)) running {
 	return running{inbox: inbox, stop: cancel, done: out}
 }
 
-// request sends tasks/get, stored, dated ago in the past, and returns
-// its answer (or failure) on a channel.
+// request is requestAs from a key of its own.
 func (r *stopRig) request(ctx context.Context, ago time.Duration) <-chan error {
 	k, err := identity.Generate()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	p := relay.NewPool(relay.PoolConfig{URLs: []string{r.url}, Logger: quiet()})
-	p.Start(ctx)
-	r.t.Cleanup(func() { p.Close() })
-	c := client.NewNostr(client.NostrConfig{Key: k, Relays: p, Logger: quiet(),
-		Now: func() time.Time { return time.Now().Add(-ago) }})
-	target := client.Target{Address: r.agent.Address(identity.Mainnet), PubKey: r.agent.NostrPublicKey()}
-	answered := make(chan error, 1)
-	go func() {
-		_, err := c.Request(ctx, target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: true})
-		answered <- err
-	}()
-	return answered
+	return r.requestAs(ctx, k, ago)
 }
 
 // checkPoint fails the test when the relay's point kept, less the
