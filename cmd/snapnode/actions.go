@@ -160,9 +160,20 @@ func (c *cli) held(args []string) int {
 	if page.Next != "" || len(list) < page.Total {
 		next := ""
 		if page.Next != "" {
-			next = "; the next page: snapnode held --after " + page.Next
+			// The command as this one was given, from the page's end:
+			// the flags that name the node (the bare command finds no
+			// node run with another data folder), the page's size and
+			// --diff.
+			next = "; the next page: snapnode held " + nodeCommand(fs)
+			if *limit > 0 {
+				next += "--limit " + strconv.Itoa(*limit) + " "
+			}
+			if *showDiff {
+				next += "--diff "
+			}
+			next += "--after " + shellWord(page.Next)
 			if req.Task != "" {
-				next += " " + req.Task
+				next += " " + shellWord(req.Task)
 			}
 		}
 		fmt.Fprintf(c.stderr, "listed %d of the %d actions held%s\n", len(list), page.Total, next)
