@@ -143,7 +143,7 @@ func (d *deferrals) len() int {
 // were not its own.
 type ShareStats struct {
 	Kept  int64 // kept aside for their owner
-	Taken int64 // taken up here after all: their owner stopped receiving, or did not take them in time
+	Taken int64 // taken up here after all: their owner stopped receiving, or did not take them in time (not those that expired meanwhile: see Inbox.Expired)
 	Left  int64 // forgotten once another process had taken them
 	Now   int   // kept aside now
 }

@@ -1223,8 +1223,8 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 	}
 	// Taken up on ctx, not on the pass: the pass may have run out on
 	// Recorded, and admit takes a context that ended for the node
-	// stopping (its own steps are bounded).
-	in.deferred.taken.Add(int64(len(take) + len(late)))
+	// stopping (its own steps are bounded). Each is counted taken up
+	// there, unless it expired meanwhile.
 	for _, d := range take {
 		in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
 		in.takeUp(ctx, d, jobs, wait, refusals, false)
@@ -1271,25 +1271,35 @@ func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
 // first of the unverified copies that verifies. The copy queued is
 // counted in the watermark in d's place and epoch; when none is, d is
 // finished. One whose NIP-40 expiration passed while it was kept aside
-// is dropped (see dropExpired) before it costs its key any allowance.
+// is dropped (see dropExpired) before it costs its key any allowance,
+// and counted as expired only, not as taken up (ShareStats.Taken).
 func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, late bool) {
 	defer in.marks.finished(d) // a no-op once handed over
 	if d.verified {
-		if !in.dropExpired(ctx, d.evs[0], "kept aside") {
-			in.marks.handOver(d, d.evs[0])
-			in.admitTo(ctx, d.evs[0], jobs, wait, late, refusals, late) // take saw it
+		if in.dropExpired(ctx, d.evs[0], "kept aside") {
+			return
 		}
+		in.deferred.taken.Add(1)
+		in.marks.handOver(d, d.evs[0])
+		in.admitTo(ctx, d.evs[0], jobs, wait, late, refusals, late) // take saw it
 		return
 	}
 	for _, ev := range d.evs {
-		if in.verify(ev) {
-			if in.firstSight(d.id) && !in.dropExpired(ctx, ev, "kept aside") {
-				in.marks.handOver(d, ev)
-				in.admitTo(ctx, ev, jobs, wait, late, refusals, late)
-			}
+		if !in.verify(ev) {
+			continue
+		}
+		first := in.firstSight(d.id)
+		if first && in.dropExpired(ctx, ev, "kept aside") {
 			return
 		}
+		in.deferred.taken.Add(1)
+		if first {
+			in.marks.handOver(d, ev)
+			in.admitTo(ctx, ev, jobs, wait, late, refusals, late)
+		}
+		return
 	}
+	in.deferred.taken.Add(1) // no copy verifies: taken up, and dropped as forged
 }
 
 // busy is the refusal of a request the queue has no room for.

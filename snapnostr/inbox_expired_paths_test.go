@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
 )
 
 // expiring returns a request from key to the agent, of kind (stored or
@@ -112,37 +113,69 @@ func (l *countingRefuser) Allow(string) (bool, time.Duration) {
 }
 
 // A request kept aside for another replica that expired meanwhile is
-// dropped as it is taken up (that replica left): it is not queued, costs
-// its key no allowance and is not refused for it, and is finished in the
-// watermark. Before, it took its key's allowance, and was refused 5002
-// when over it.
+// dropped as it is taken up, whether its owner left or nobody took it
+// within its grace: it is not queued, costs its key no allowance and is
+// not refused for it, and is finished in the watermark. It counts as
+// expired, not as taken up (snapnode_inbox_shared_total{outcome="taken_up"}
+// counts the requests this process answered for another). Before, it
+// took its key's allowance, and was refused 5002 when over it; and then
+// it was still counted taken up beside expired.
 func TestExpiredRequestTakenUpFromAReplicaIsDropped(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	clock := &testClock{}
-	clock.set(now)
-	lim := &countingRefuser{}
-	sh := &switchShares{grace: time.Hour}
-	r := newBacklogRig(t, InboxConfig{Shares: sh, KeyLimiter: lim, Now: clock.now}, 64, 64, 1<<20)
-	ev := r.expiring(r.peer, relay.KindMessage, "kept aside", now.Add(30*time.Second))
-	r.in.setAside(r.ctx, ev, r.jobs, r.wait, r.refusals)
-	clock.set(now.Add(time.Minute)) // the request expired
-	sh.mine.Store(true)             // its owner left
-	r.in.reviewPass(r.ctx, r.jobs, r.wait, r.refusals)
-	r.stopRefusals()
-	if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
-		t.Errorf("%d refusals sent, want none", n)
+	for _, tc := range []struct {
+		name     string
+		verified bool // received through the pool (checked), not passed over unverified
+		nobody   bool // its grace passed and nobody took it; else its owner left
+	}{
+		{"its owner left", false, false},
+		{"nobody took it", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0)
+			clock := &testClock{}
+			clock.set(now)
+			lim := &countingRefuser{}
+			sh := &switchShares{grace: 10 * time.Second}
+			cfg := InboxConfig{Shares: sh, KeyLimiter: lim, Now: clock.now}
+			if tc.nobody {
+				cfg.Replay = recordedSet{snap.NewMemoryReplayStore(0), map[string]bool{}}
+			}
+			r := newBacklogRig(t, cfg, 64, 64, 1<<20)
+			ev := r.expiring(r.peer, relay.KindMessage, "kept aside", now.Add(5*time.Second))
+			if tc.verified {
+				r.in.receive(r.ctx, ev, r.jobs, r.wait, true, r.refusals)
+			} else {
+				r.in.setAside(r.ctx, ev, r.jobs, r.wait, r.refusals)
+			}
+			if st := r.in.Shared(); st.Now != 1 {
+				t.Fatalf("%+v: want the request kept aside", st)
+			}
+			if tc.nobody {
+				clock.set(now.Add(time.Minute)) // expired, and its grace passed
+			} else {
+				clock.set(now.Add(6 * time.Second)) // expired, within its grace
+				sh.mine.Store(true)                 // its owner left
+			}
+			r.in.reviewPass(r.ctx, r.jobs, r.wait, r.refusals)
+			r.stopRefusals()
+			if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
+				t.Errorf("%d refusals sent, want none", n)
+			}
+			if lim.asked != 0 {
+				t.Errorf("the key limiter asked %d times, want none: an expired request costs its key nothing", lim.asked)
+			}
+			if n := r.jobs.Len() + r.wait.q.Len(); n != 0 {
+				t.Errorf("%d requests queued or waiting, want none", n)
+			}
+			if n := r.in.Expired(); n != 1 {
+				t.Errorf("Expired() = %d, want 1", n)
+			}
+			if st := r.in.Shared(); st.Taken != 0 || st.Left != 0 || st.Now != 0 {
+				t.Errorf("%+v: want nothing taken up, left or kept: the request counts as expired only", st)
+			}
+			if n := inFlight(t, r.in); n != 0 {
+				t.Errorf("%d requests counted in flight, want none", n)
+			}
+			noMarks(t, r.in)
+		})
 	}
-	if lim.asked != 0 {
-		t.Errorf("the key limiter asked %d times, want none: an expired request costs its key nothing", lim.asked)
-	}
-	if n := r.jobs.Len() + r.wait.q.Len(); n != 0 {
-		t.Errorf("%d requests queued or waiting, want none", n)
-	}
-	if n := r.in.Expired(); n != 1 {
-		t.Errorf("Expired() = %d, want 1", n)
-	}
-	if n := inFlight(t, r.in); n != 0 {
-		t.Errorf("%d requests counted in flight, want none", n)
-	}
-	noMarks(t, r.in)
 }
