@@ -957,9 +957,11 @@ func (b *backlog) add(ev *nostr.Event) (out []*nostr.Event, res fairqueue.Result
 // until the backlog is closed; once ctx ends, what is left is dropped,
 // still counted in the watermark (see admit), for the next start to ask
 // the relays for again. It takes the requests a batch at a time (at most
-// seenBatch, those waiting), asks the checkpoint about those the reader
-// left unchecked in one read (see admitTo), skips the ones processed
-// before, and takes the others' keys' rates then.
+// seenBatch, those waiting), drops those whose NIP-40 expiration has
+// passed (see dropExpired: the checkpoint is not asked about them, as
+// none is when pushed out of the backlog), asks the checkpoint about
+// those the reader left unchecked in one read (see admitTo), skips the
+// ones processed before, and takes the others' keys' rates then.
 //
 // A key over its rate is not refused: its requests go back to the head
 // of its turn in the backlog, held there (fairqueue.Queue.Hold) for as
@@ -988,13 +990,26 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 			batch = append(batch, ev)
 		}
 		unchecked, limit = unchecked[:0], limit[:0]
+		n := 0
 		for _, ev := range batch {
 			ask, ok := in.unchecked.LoadAndDelete(ev)
+			if in.dropExpired(ctx, ev, "backlog") {
+				// Dropped before the checkpoint is asked about the
+				// batch: processed before or not, it is not queued.
+				in.late.Delete(ev)
+				in.marks.finished(ev)
+				wait.bytes.Add(-relay.EventSize(ev))
+				continue
+			}
+			batch[n] = ev
+			n++
 			limit = append(limit, ok)
 			if ok && ask.(bool) {
 				unchecked = append(unchecked, ev)
 			}
 		}
+		clear(batch[n:])
+		batch = batch[:n]
 		var seen map[string]bool
 		if ctx.Err() == nil {
 			seen = in.processedOrNot(ctx, unchecked)

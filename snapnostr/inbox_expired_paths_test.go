@@ -1,8 +1,11 @@
 package snapnostr
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -178,4 +182,119 @@ func TestExpiredRequestTakenUpFromAReplicaIsDropped(t *testing.T) {
 			noMarks(t, r.in)
 		})
 	}
+}
+
+// restart returns a rig whose inbox is a new one with the same
+// configuration (its key, checkpoint and transport), its queue and
+// backlog new and empty, as after the node restarted.
+func (r *backlogRig) restart() *backlogRig {
+	r.t.Helper()
+	n := &backlogRig{shareRig: &shareRig{t: r.t, agent: r.agent, peer: r.peer, ctx: r.ctx}, other: r.other}
+	n.in = NewInbox(r.in.cfg)
+	n.jobs = fairqueue.New[string, *nostr.Event](64)
+	n.wait = &backlog{q: fairqueue.New[string, *nostr.Event](64), max: 1 << 20}
+	n.refusals = n.in.startRefuser(r.ctx)
+	n.stopRefusals = sync.OnceFunc(n.refusals.stop)
+	r.t.Cleanup(n.stopRefusals)
+	return n
+}
+
+// askedCheckpoint is a MemoryCheckpoint that records the ids it is asked
+// about.
+type askedCheckpoint struct {
+	*MemoryCheckpoint
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *askedCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, id)
+	c.mu.Unlock()
+	return c.MemoryCheckpoint.Seen(ctx, id)
+}
+
+func (c *askedCheckpoint) SeenMany(ctx context.Context, ids []string) (map[string]bool, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, ids...)
+	c.mu.Unlock()
+	return c.MemoryCheckpoint.SeenMany(ctx, ids)
+}
+
+// askedAbout returns the ids asked about since the last call.
+func (c *askedCheckpoint) askedAbout() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.asked
+	c.asked = nil
+	return out
+}
+
+// A stored request that expired while it waited in the backlog is
+// dropped by the feeder before the checkpoint is asked about its batch:
+// the answer would not be used (an expired request is dropped whether it
+// was processed or not), as none is when one is pushed out of the
+// backlog. It is finished for the relays' points and not recorded as
+// processed; after a restart a catch-up that brings it again drops it
+// as it arrives, unasked and unprocessed, while the request processed
+// before is skipped by the checkpoint. Before, the feeder's batch asked
+// the checkpoint about the expired request too.
+func TestExpiredStoredRequestIsNotAskedAboutAcrossARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cp := &askedCheckpoint{MemoryCheckpoint: NewMemoryCheckpoint()}
+		r := newBacklogRig(t, InboxConfig{Checkpoint: cp}, 64, 64, 1<<20)
+		expiring := r.expiring(r.peer, relay.KindMessage, "expires", time.Now().Add(30*time.Second))
+		fresh := r.signed(r.other, "fresh")
+		for _, ev := range []*nostr.Event{expiring, fresh} {
+			r.in.receive(r.ctx, ev, r.jobs, r.wait, true, r.refusals)
+		}
+		time.Sleep(time.Minute) // the node was slow to reach them
+		r.feeding(t)
+		synctest.Wait()
+		if asked := cp.askedAbout(); !slices.Equal(asked, []string{fresh.ID}) {
+			t.Errorf("the checkpoint was asked about %d requests, want only the one not expired", len(asked))
+		}
+		if n := r.in.Expired(); n != 1 {
+			t.Errorf("Expired() = %d, want 1", n)
+		}
+		got, ok := r.jobs.TryPop()
+		if !ok || got != fresh || r.jobs.Len() != 0 {
+			t.Fatalf("queued %v and %d more, want the request not expired alone", got, r.jobs.Len())
+		}
+		r.in.fed.Delete(got) // processed, as a worker does
+		r.in.done(r.ctx, got)
+		r.in.marks.finished(got)
+		if n := inFlight(t, r.in); n != 0 {
+			t.Errorf("%d requests counted in flight, want none: the expired one holds no point back", n)
+		}
+		noMarks(t, r.in)
+		if seen, _ := cp.MemoryCheckpoint.Seen(r.ctx, expiring.ID); seen {
+			t.Error("the expired request was recorded as processed")
+		}
+
+		// The restart: a new inbox on the same checkpoint, whose
+		// catch-up brings both requests again.
+		r = r.restart()
+		for _, ev := range []*nostr.Event{expiring, fresh} {
+			r.in.receive(r.ctx, ev, r.jobs, r.wait, true, r.refusals)
+		}
+		r.feeding(t)
+		synctest.Wait()
+		if asked := cp.askedAbout(); !slices.Equal(asked, []string{fresh.ID}) {
+			t.Errorf("after the restart the checkpoint was asked about %d requests, want only the one not expired", len(asked))
+		}
+		if n := r.jobs.Len(); n != 0 {
+			t.Errorf("%d requests queued after the restart, want none: one expired, one processed", n)
+		}
+		if n := r.in.Expired(); n != 1 {
+			t.Errorf("Expired() = %d after the restart, want 1", n)
+		}
+		if n := r.refused(); n != 0 {
+			t.Errorf("%d refusals sent, want none", n)
+		}
+		if n := inFlight(t, r.in); n != 0 {
+			t.Errorf("%d requests counted in flight after the restart, want none", n)
+		}
+		noMarks(t, r.in)
+	})
 }
