@@ -79,7 +79,9 @@ type InboxConfig struct {
 	// past the handler's own stream slots, which then decide who streams.
 	Streams int
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests
-	// (default 7 days).
+	// (default 7 days), after the reply's created_at, rounded up to the
+	// whole second NIP-40 counts in: a reply expires no sooner, and at
+	// least a second after it is dated.
 	ReplyTTL time.Duration
 	// MaxDrift is how far ahead of Now a reply may be dated (default
 	// snap.DefaultMaxDrift; a node passes the window of its Validator): a
@@ -1685,7 +1687,7 @@ func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message)
 		Tags: nostr.Tags{{"p", req.PubKey}, {"e", req.ID}}, Content: content,
 	}
 	if req.Kind == relay.KindMessage {
-		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(at.Time().Add(in.cfg.ReplyTTL).Unix(), 10)})
+		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(int64(at)+ttlSeconds(in.cfg.ReplyTTL), 10)})
 	}
 	if err := in.cfg.Verifier.Sign(in.cfg.Key, &ev); err != nil {
 		return fmt.Errorf("snapnostr: sign %s: %w", m.Type, err)
@@ -1694,4 +1696,15 @@ func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message)
 		return fmt.Errorf("snapnostr: publish %s (%v): %w", m.Type, res, err)
 	}
 	return nil
+}
+
+// ttlSeconds is d in whole seconds, rounded up: the NIP-40 expiration of
+// a reply dated at is at+ttlSeconds(ReplyTTL), never at itself (an event
+// expired as it is published) nor before ReplyTTL has passed.
+func ttlSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
 }
