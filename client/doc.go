@@ -15,7 +15,8 @@
 // Over Nostr (Nostr, through a relay pool, and Relays to find agents by
 // their cards), the request travels sealed with NIP-44 to the agent's
 // Nostr key, and a reply counts only when it names the request (e tag) and
-// the requester (p tag) and is signed by the agent's key. Replies that
+// the requester (p tag), is signed by the agent's key and has not expired
+// (NIP-40, by the client's clock). Replies that
 // fail a check are logged and skipped, so that a forger cannot pre-empt
 // the answer; when none passes before the deadline, the error lists what
 // was rejected.

@@ -25,7 +25,8 @@ var ErrTimeout = errors.New("no valid response before the time-out")
 // Nostr sends SNAP requests over Nostr relays, sealed with NIP-44 to the
 // agent's Nostr key, and verifies the replies as a requester must: the
 // Nostr event (its id and signature, checked by the relay pool), its p and
-// e tags, its author is the agent asked, NIP-44, then the checks every
+// e tags, its author is the agent asked, its NIP-40 expiration (when it
+// has one) has not passed by Now, NIP-44, then the checks every
 // transport shares (see Transport). It is safe for concurrent use.
 type Nostr struct {
 	requester
@@ -268,13 +269,19 @@ func (c *Nostr) exchange(ctx context.Context, t Target, req NostrRequest, onEven
 const maxRejected = 16
 
 // check verifies one reply event to the request event reqID: what only
-// Nostr carries (tags, author, NIP-44), then the exchange's checks.
+// Nostr carries (tags, author, a NIP-40 expiration not yet passed,
+// NIP-44), then the exchange's checks.
 func (c *Nostr) check(ctx context.Context, x *exchange, t Target, reqID string, ev *nostr.Event) (*NostrResponse, error) {
 	if !ev.Tags.ContainsAny("e", []string{reqID}) || !ev.Tags.ContainsAny("p", []string{c.key.NostrPublicKey()}) {
 		return nil, fmt.Errorf("reply %s lacks the p or e tag", ev.ID)
 	}
 	if ev.PubKey != t.PubKey {
 		return nil, fmt.Errorf("reply %s is signed by %s, not by the agent asked", ev.ID, ev.PubKey)
+	}
+	if exp, ok := snapnostr.Expiration(ev); ok && int64(exp) <= c.now().Unix() {
+		// NIP-40: clients SHOULD ignore an expired event; a relay that
+		// does not drop them may deliver one.
+		return nil, fmt.Errorf("reply %s expired (NIP-40) at %s", ev.ID, exp.Time().UTC().Format(time.RFC3339))
 	}
 	plain, err := c.sealer.Open(ev.PubKey, ev.Content)
 	if err != nil {

@@ -1372,7 +1372,7 @@ func (in *Inbox) reach(ctx context.Context, rc RelayCheckpoint, points map[strin
 // the log where it was dropped: as it was received, or as its turn came
 // in the backlog or the queue.
 func (in *Inbox) dropExpired(ctx context.Context, ev *nostr.Event, step string) bool {
-	exp, ok := expiration(ev)
+	exp, ok := Expiration(ev)
 	if !ok {
 		return false
 	}
@@ -1386,10 +1386,11 @@ func (in *Inbox) dropExpired(ctx context.Context, ev *nostr.Event, step string) 
 	return true
 }
 
-// expiration returns the NIP-40 expiration of ev: the unix time of its
+// Expiration returns the NIP-40 expiration of ev: the unix time of its
 // first "expiration" tag. A tag whose value is not a unix time counts as
-// none (relays that support NIP-40 refuse such an event).
-func expiration(ev *nostr.Event) (nostr.Timestamp, bool) {
+// none (relays that support NIP-40 refuse such an event). An event has
+// expired once its expiration is at or before now, as relays count it.
+func Expiration(ev *nostr.Event) (nostr.Timestamp, bool) {
 	for _, t := range ev.Tags {
 		if len(t) < 2 || t[0] != "expiration" {
 			continue

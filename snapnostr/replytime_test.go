@@ -74,7 +74,7 @@ func TestReplyExpirationRoundsUpToASecond(t *testing.T) {
 		if err := r.in.publish(t.Context(), req, r.in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "x"})); err != nil {
 			t.Fatal(err)
 		}
-		exp, ok := expiration(&out.ev)
+		exp, ok := Expiration(&out.ev)
 		if !ok {
 			t.Fatalf("ReplyTTL %v: the reply has no expiration: %v", c.ttl, out.ev.Tags)
 		}

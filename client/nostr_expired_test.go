@@ -1,0 +1,102 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/internal/relaytest"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+)
+
+// expiredReplier is a relay pool through which, once the request is
+// published, the agent's genuine replies to it are published, each with
+// the NIP-40 expiration of its own: Unix seconds, or none when 0.
+type expiredReplier struct {
+	*relay.Pool
+	t    *testing.T
+	seal *snapnostr.Sealer
+	exps []int64
+}
+
+func (f *expiredReplier) Publish(ctx context.Context, ev nostr.Event) (relay.PublishResult, error) {
+	res, err := f.Pool.Publish(ctx, ev)
+	if err != nil {
+		return res, err
+	}
+	plain, err := f.seal.Open(ev.PubKey, ev.Content)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req, err := snap.Parse(plain)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var v *relay.Verifier
+	for _, exp := range f.exps {
+		content, err := f.seal.Seal(ev.PubKey, reply{}.build(f.t, req))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		tags := nostr.Tags{{"p", ev.PubKey}, {"e", ev.ID}}
+		if exp != 0 {
+			tags = append(tags, nostr.Tag{"expiration", strconv.FormatInt(exp, 10)})
+		}
+		rev := nostr.Event{CreatedAt: ev.CreatedAt, Kind: ev.Kind, Tags: tags, Content: content}
+		if err := v.Sign(serverKey, &rev); err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := f.Pool.Publish(ctx, rev); err != nil {
+			f.t.Errorf("reply: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// A reply whose NIP-40 expiration has passed by the requester's clock
+// (a relay that does not drop expired events delivers it: here one whose
+// clock trails an hour) is ignored, as NIP-40 asks of clients: it is
+// rejected, and a later reply that has not expired is taken; when none
+// comes, the time-out says the expired one was rejected, and why. Before,
+// the client took an expired reply as any other.
+func TestNostrIgnoresExpiredReplies(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := relaytest.Serve(t, embedded.Config{DBPath: ":memory:", Logger: quiet,
+		Now: func() time.Time { return time.Now().Add(-time.Hour) }, CreatedAtUpperLimit: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
+	pool.Start(ctx)
+	t.Cleanup(func() { cancel(); pool.Close() })
+	target := client.Target{Address: addr(serverKey), PubKey: serverKey.NostrPublicKey()}
+	expired, ahead := time.Now().Add(-time.Minute).Unix(), time.Now().Add(time.Hour).Unix()
+
+	f := &expiredReplier{Pool: pool, t: t, seal: snapnostr.NewSealer(serverKey, 4), exps: []int64{expired, ahead}}
+	c := client.NewNostr(client.NostrConfig{Key: clientKey, Relays: f, Logger: quiet})
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	resp, err := c.Request(rctx, target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: true})
+	if err != nil {
+		t.Fatalf("an expired reply, then one not expired: %v", err)
+	}
+	if exp, ok := snapnostr.Expiration(resp.Event); !ok || int64(exp) != ahead {
+		t.Errorf("took the reply expiring at %d (%v), want the one not expired (%d)", exp, ok, ahead)
+	}
+
+	f.exps = []int64{expired}
+	rctx, rcancel = context.WithTimeout(ctx, 2*time.Second)
+	defer rcancel()
+	_, err = c.Request(rctx, target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: true})
+	if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an expired reply alone: %v; want a time-out naming the expired reply", err)
+	}
+}
