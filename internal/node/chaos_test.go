@@ -314,6 +314,11 @@ func TestChaosSIGKILL(t *testing.T) {
 		checkChaosTask(t, sandboxDir, c, v, records[c.id], promoted[c.id])
 	}
 	t.Logf("after %d kills: %v", kills, counts)
+	states := map[string]string{}
+	for id, v := range views {
+		states[id] = v.Status.State
+	}
+	chaosAuditTrails(t, db, states)
 
 	// Nothing else appeared in the sandbox.
 	for _, e := range workspaceEntries(t, sandboxDir) {
@@ -328,6 +333,7 @@ func TestChaosSIGKILL(t *testing.T) {
 
 	d.Kill(t)
 	chaosAuditVerify(t, "--data-dir", dataDir)
+	chaosJobReplay(t, dataDir)
 }
 
 // chaosGet is tasks/get of the task, by its requester.

@@ -433,6 +433,11 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("after %d kills: %v", kills, counts)
+	states := map[string]string{}
+	for id, v := range views {
+		states[id] = v.Status.State
+	}
+	chaosAuditTrails(t, db, states)
 	var jobs []string
 	rows, err := db.R.QueryContext(context.Background(), `SELECT task_id, status FROM agent_jobs WHERE status <> 'SUCCESS'`)
 	if err != nil {
@@ -459,6 +464,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 
 	d.Kill(t)
 	chaosAuditVerify(t, "--data-dir", dataDir)
+	chaosJobReplay(t, dataDir)
 	if t.Failed() {
 		t.Logf("seed %d: -run TestChaosHeldSIGKILL -chaos.seed=%d repeats the run's choices", seed, seed)
 	}

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -102,5 +104,97 @@ func chaosAuditVerify(t *testing.T, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(testutil.Binary(t), append([]string{"audit", "verify"}, args...)...).CombinedOutput(); err != nil {
 		t.Errorf("snapnode audit verify: %v\n%s", err, out)
+	}
+}
+
+// chaosJobReplay: every agent job in the data folder replays.
+func chaosJobReplay(t *testing.T, dataDir string) {
+	t.Helper()
+	out, err := exec.Command(testutil.Binary(t), "job", "list", "--data-dir", dataDir).Output()
+	if err != nil {
+		t.Fatalf("snapnode job list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		var m struct {
+			TaskID string `json:"job_id"`
+			ID     string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("job list line %q: %v", line, err)
+		}
+		id := m.TaskID
+		if id == "" {
+			id = m.ID
+		}
+		n++
+		if out, err := exec.Command(testutil.Binary(t), "job", "replay", "--data-dir", dataDir, id).CombinedOutput(); err != nil {
+			t.Errorf("snapnode job replay %s: %v\n%s\nline %s", id, err, out, line)
+		}
+	}
+	t.Logf("replayed %d jobs", n)
+}
+
+// chaosAuditTrails fails the test unless the audit log tells each
+// action of the tasks to its end: every action's last entry ends it
+// (promoted, completed, failed, denied, rejected) once, or holds it
+// (held) while its task, state[task], waits for an operator
+// (input_required); none ends twice. A kill must leave no action whose
+// story stops half-way, nor one told twice.
+func chaosAuditTrails(t *testing.T, db *sqldb.DB, state map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := db.R.QueryContext(ctx, `SELECT task, action, step FROM audit_log WHERE task <> '' ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type trail struct {
+		task  string
+		steps []string
+	}
+	trails := map[string]*trail{}
+	var order []string
+	for rows.Next() {
+		var task, action, step string
+		if err := rows.Scan(&task, &action, &step); err != nil {
+			t.Fatal(err)
+		}
+		tr := trails[action]
+		if tr == nil {
+			tr = &trail{task: task}
+			trails[action] = tr
+			order = append(order, action)
+		}
+		tr.steps = append(tr.steps, step)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ends := map[string]bool{"promoted": true, "completed": true, "failed": true, "denied": true, "rejected": true}
+	for _, action := range order {
+		tr := trails[action]
+		st, known := state[tr.task]
+		if !known {
+			continue
+		}
+		n := 0
+		for _, s := range tr.steps {
+			if ends[s] {
+				n++
+			}
+		}
+		last := tr.steps[len(tr.steps)-1]
+		switch {
+		case n > 1:
+			t.Errorf("task %s (%s), action %s: the audit log ends it %d times: %v", tr.task, st, action, n, tr.steps)
+		case last == "held" && st != "input_required":
+			t.Errorf("task %s (%s), action %s: held for an operator in the audit log, yet its task does not wait: %v", tr.task, st, action, tr.steps)
+		case last != "held" && !ends[last]:
+			t.Errorf("task %s (%s), action %s: its audit trail stops half-way: %v", tr.task, st, action, tr.steps)
+		}
 	}
 }
