@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,8 +108,16 @@ type FallbackConfig struct {
 // idempotent (message/send, message/stream, service/call…) that an
 // endpoint took and answered with HTTP 500 or 204, or with an event
 // stream that ended or went quiet before its first event, as an agent of
-// the reference SDK answers its failures: its error, wrapping
-// ErrNotSentAgain, is returned. Each
+// the reference SDK answers its failures, or that went over a WebSocket
+// that then went quiet before its first frame came back (the SDK's
+// answer): its error, wrapping ErrNotSentAgain and saying how to look
+// before sending a message again, is returned, with an idempotencyKey or
+// without (the reference SDK keeps none). So is one whose WebSocket was
+// closed or cut before its first frame came back (save a close 1009 or
+// 1003, which says the agent did not read it), unless it carries an
+// idempotencyKey: then the answer may have been lost on the way, and the
+// request is sent again, as after a failed connection, for an agent that
+// keeps keys (a node does) to answer with the task the first made. Each
 // attempt is a request signed anew (an exchange over another transport is
 // another message): a message/send that must make one task whichever
 // attempt arrives carries an idempotencyKey.
@@ -165,7 +174,7 @@ func (s *aside) skip() error {
 }
 
 func (a *cardAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
-	return a.exchange(ctx, method, func(t Transport) (*snap.Message, error) { return t.Send(ctx, method, payload) }, nil)
+	return a.exchange(ctx, method, keyed(payload), func(t Transport) (*snap.Message, error) { return t.Send(ctx, method, payload) }, nil)
 }
 
 func (a *cardAgent) Stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
@@ -173,7 +182,7 @@ func (a *cardAgent) Stream(ctx context.Context, method string, payload []byte, o
 		onEvent = func(*snap.Message) error { return nil }
 	}
 	st := &streamState{onEvent: onEvent}
-	return a.exchange(ctx, method, func(t Transport) (*snap.Message, error) { return t.Stream(ctx, method, payload, st.event) }, st)
+	return a.exchange(ctx, method, keyed(payload), func(t Transport) (*snap.Message, error) { return t.Stream(ctx, method, payload, st.event) }, st)
 }
 
 // streamState tells whether a stream's events reached the caller, and the
@@ -198,8 +207,9 @@ func (s *streamState) event(m *snap.Message) error {
 }
 
 // exchange runs try, an exchange of method, on each transport of the
-// card in turn (see ToCard).
-func (a *cardAgent) exchange(ctx context.Context, method string, try func(Transport) (*snap.Message, error), st *streamState) (*snap.Message, error) {
+// card in turn (see ToCard); keyed: its payload carries an
+// idempotencyKey.
+func (a *cardAgent) exchange(ctx context.Context, method string, keyed bool, try func(Transport) (*snap.Message, error), st *streamState) (*snap.Message, error) {
 	var (
 		tried  []string
 		failed []error
@@ -240,10 +250,10 @@ func (a *cardAgent) exchange(ctx context.Context, method string, try func(Transp
 			if st != nil && st.delivered {
 				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", tg.name, err)
 			}
-			if took(err) && !repeatable(method) {
+			if took(err) && !repeatable(method) && !(keyed && lost(err)) {
 				// The endpoint took the request and acted on it, or
 				// may have: sent again, anywhere, it could act twice.
-				return nil, fmt.Errorf("client: %s took the %s: %w: %w", tg.name, method, ErrNotSentAgain, err)
+				return nil, fmt.Errorf("client: %s took the %s: %w: %w%s", tg.name, method, ErrNotSentAgain, err, checkFirst(method))
 			}
 			if a.cfg.OnRefused != nil && errors.Is(err, ErrPrivateAddress) {
 				a.cfg.OnRefused(tg.name, err)
@@ -395,16 +405,29 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 
 // ErrNotSentAgain is wrapped by the error of an exchange of ToCard's
 // Transport that an endpoint took and answered without a SNAP response
-// (HTTP 500 or 204, or an event stream that brought no event: see
+// (HTTP 500 or 204, an event stream that brought no event, or a
+// WebSocket that brought no frame once the request was written: see
 // ToCard), for a method SNAP does not call idempotent: the agent
 // may have acted on the request (made or continued a task), and the
 // request was not sent again, to that endpoint or any other transport.
 // Whoever sends it again chooses to, knowing the agent may act twice.
-var ErrNotSentAgain = errors.New("it answered without a SNAP response and may have acted on the request, which is not sent again")
+var ErrNotSentAgain = errors.New("it took the request and gave no SNAP response: the agent may have acted on it, and it is not sent again")
+
+// checkFirst says, after the error of a message/send or message/stream
+// not sent again, how to learn what the agent did before sending it
+// again.
+func checkFirst(method string) string {
+	if method != "message/send" && method != "message/stream" {
+		return ""
+	}
+	return "; before sending it again, tasks/get shows the task it continues, if it continues one, and sent again with the same idempotencyKey " +
+		"it gets the task the first made from an agent that keeps idempotency keys (one that keeps none makes another)"
+}
 
 // Taken reports whether err is an endpoint's answer saying it took the
-// request yet carrying no SNAP response (HTTP 500 or 204, or an event
-// stream that brought no event; see took), or
+// request yet carrying no SNAP response (HTTP 500 or 204, an event stream
+// that brought no event, or a WebSocket that brought no frame once the
+// request was written; see took), or
 // the error of ToCard's Transport that did not send such a request again
 // (ErrNotSentAgain): the agent may have acted on the request.
 func Taken(err error) bool {
@@ -418,8 +441,11 @@ func Taken(err error) bool {
 // handler acted), a 204 (its handler returned nothing), or an event
 // stream begun and ended, or gone quiet, before its first event (the SDK
 // writes a stream's headers before its handler runs, and ends nothing
-// when the handler fails). A WebSocket upgrade answered so is none: the
-// request goes after it.
+// when the handler fails), or a WebSocket that went quiet, closed or was
+// cut once the request was written and before its first frame came (the
+// SDK sends nothing when its handler fails), save a close 1009 or 1003,
+// which says the agent did not read the request. A WebSocket upgrade
+// answered with an error is none: the request goes after it.
 func took(err error) bool {
 	if errors.Is(err, errUpgrade) {
 		return false // the request was not sent
@@ -427,7 +453,26 @@ func took(err error) bool {
 	if st, ok := errors.AsType[*StatusError](err); ok {
 		return st.StatusCode == http.StatusInternalServerError
 	}
-	return errors.Is(err, errNoContent) || errors.Is(err, errStreamBegun)
+	return errors.Is(err, errNoContent) || errors.Is(err, errStreamBegun) || errors.Is(err, errWSQuiet) || errors.Is(err, errWSClosed)
+}
+
+// lost reports whether err, an endpoint's failure that took the request
+// (see took), may be a lost answer rather than the agent's failure: a
+// WebSocket closed or cut once the request was written (an agent of the
+// reference SDK leaves it open and quiet when it fails). Sent again with
+// the same idempotencyKey, such a request gets the task the first made
+// from an agent that keeps keys, as a node does.
+func lost(err error) bool {
+	return errors.Is(err, errWSClosed)
+}
+
+// keyed reports whether payload, a message/send's or message/stream's,
+// carries an idempotencyKey.
+func keyed(payload []byte) bool {
+	var p struct {
+		Key string `json:"idempotencyKey"`
+	}
+	return json.Unmarshal(payload, &p) == nil && p.Key != ""
 }
 
 // repeatable reports whether a request of method may be sent again after

@@ -572,3 +572,93 @@ func TestFallbackRetriesAFailedUpgrade(t *testing.T) {
 		t.Errorf("attempts %q, want %q", got, want)
 	}
 }
+
+// A WebSocket endpoint that read the request and then went quiet (an
+// agent of the reference SDK sends nothing when its handler fails, and
+// keeps no idempotency keys) took it: a message/send or message/stream is
+// not sent again, with an idempotency key or without, and the error says
+// the agent may have acted on it and how to check. Nor is one without a
+// key whose connection was closed or cut before an answer came; with a
+// key, that is the answer lost on the way, and the request is sent again
+// for an agent that keeps keys to give the task the first made. A
+// tasks/get is tried again whatever the end, and so is a request the
+// endpoint closed with 1009 (message too big): it refused to read it.
+func TestFallbackDoesNotRepeatWhatAWebSocketTook(t *testing.T) {
+	const (
+		send  = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`
+		keyed = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`
+		get   = `{"taskId":"t"}`
+	)
+	type exchange struct {
+		method, payload string
+		once            bool // sent once, the error wrapping ErrNotSentAgain
+	}
+	for _, tc := range []struct {
+		end       string
+		exchanges []exchange
+	}{
+		{"quiet", []exchange{{"message/send", send, true}, {"message/send", keyed, true}, {"message/stream", keyed, true}, {"tasks/get", get, false}}},
+		{"close", []exchange{{"message/send", send, true}, {"message/stream", send, true}, {"message/send", keyed, false}, {"tasks/get", get, false}}},
+		{"cut", []exchange{{"message/send", send, true}, {"message/stream", send, true}, {"message/stream", keyed, false}, {"tasks/get", get, false}}},
+		{"too big", []exchange{{"message/send", send, false}, {"message/stream", send, false}}},
+	} {
+		log := &attempts{}
+		up := websocket.Upgrader{}
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close() // "cut": no close frame
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+			log.add("ws request")
+			code := 0
+			switch tc.end {
+			case "quiet":
+				c.ReadMessage() // until the client gives up
+			case "close":
+				code = websocket.CloseInternalServerErr
+			case "too big":
+				code = websocket.CloseMessageTooBig
+			}
+			if code != 0 {
+				c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
+				c.ReadMessage()
+			}
+		}))
+		t.Cleanup(ts.Close)
+		card := fallbackCard([]snap.Endpoint{{Protocol: "wss", URL: strings.Replace(ts.URL, "http://", "ws://", 1) + "/"}}, "wss://relay.example")
+		h := client.NewHTTP(client.HTTPConfig{Key: clientKey, IdleTimeout: 50 * time.Millisecond})
+		for _, x := range tc.exchanges {
+			log.list = nil
+			agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.method == "message/stream" {
+				_, err = agent.Stream(t.Context(), x.method, []byte(x.payload), nil)
+			} else {
+				_, err = agent.Send(t.Context(), x.method, []byte(x.payload))
+			}
+			want := []string{"ws request", "ws request", "ws request", "nostr"}
+			if x.once {
+				want = []string{"ws request"}
+			}
+			if got := log.get(); !slices.Equal(got, want) {
+				t.Errorf("%s, %s %s: attempts %q, want %q (%v)", tc.end, x.method, x.payload, got, want, err)
+			}
+			if errors.Is(err, client.ErrNotSentAgain) != x.once || x.once && !client.Taken(err) {
+				t.Errorf("%s, %s %s: %v; want client.ErrNotSentAgain wrapped, client.Taken: %v", tc.end, x.method, x.payload, err, x.once)
+			}
+			if x.once {
+				for _, says := range []string{"may have acted", "tasks/get", "idempotencyKey"} {
+					if err == nil || !strings.Contains(err.Error(), says) {
+						t.Errorf("%s, %s %s: %v; want it to say %q", tc.end, x.method, x.payload, err, says)
+					}
+				}
+			}
+		}
+	}
+}

@@ -47,6 +47,18 @@ var errStreamBegun = errors.New("(the agent began its event stream, and sent no 
 // failed: the request, which goes after the upgrade, was not sent.
 var errUpgrade = errors.New("(the answer to the WebSocket upgrade: the request was not sent)")
 
+// errWSQuiet and errWSClosed are wrapped by the error of a WebSocket
+// exchange whose request was written and that ended before its first
+// frame came back: the agent may have read the request and acted on it.
+// errWSQuiet: the connection went quiet for IdleTimeout, as an agent of
+// the reference SDK, which keeps no idempotency keys, leaves it when its
+// handler fails. errWSClosed: the connection was closed or cut, as a lost
+// answer is, whatever the agent.
+var (
+	errWSQuiet  = errors.New("(the request was sent over the WebSocket, which then went quiet)")
+	errWSClosed = errors.New("(the request was sent over the WebSocket, which then closed without an answer)")
+)
+
 // StatusError is an HTTP answer other than 200 (or 202): the server did
 // not take the message as a SNAP exchange.
 type StatusError struct {
@@ -425,11 +437,21 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 	if err := conn.WriteMessage(websocket.TextMessage, x.body); err != nil {
 		return nil, wsErr(ctx, err)
 	}
-	for {
+	for frames := 0; ; frames++ {
 		_ = conn.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 		_, data, err := conn.ReadMessage()
 		if err != nil {
-			return nil, wsErr(ctx, err)
+			refused := wsRefused(err)
+			err = wsErr(ctx, err)
+			switch {
+			case frames > 0 || ctx.Err() != nil || refused:
+			case errors.Is(err, ErrIdleTimeout):
+				// The agent may have taken the request (see took).
+				err = fmt.Errorf("%w %w", err, errWSQuiet)
+			default:
+				err = fmt.Errorf("%w %w", err, errWSClosed)
+			}
+			return nil, err
 		}
 		got, err := x.check(ctx, data, nil, fn != nil)
 		if err != nil {
@@ -443,6 +465,13 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 			return nil, err
 		}
 	}
+}
+
+// wsRefused reports whether err is a close that says the agent did not
+// read the request as one: 1009, the message too big for it, or 1003,
+// data of a kind it does not take.
+func wsRefused(err error) bool {
+	return websocket.IsCloseError(err, websocket.CloseMessageTooBig, websocket.CloseUnsupportedData)
 }
 
 func wsErr(ctx context.Context, err error) error {

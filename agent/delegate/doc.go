@@ -18,8 +18,9 @@
 // task; a step whose exchange failed on every transport keeps them when
 // the runtime tries it again, until it is answered or the job leaves it.
 // A step an endpoint took and answered without a SNAP response (HTTP 500
-// or 204, as an agent of the reference SDK, which keeps no idempotency
-// keys, answers its handler's failures) is not sent again: the job waits
+// or 204, or a WebSocket left quiet once the step was sent, as an agent
+// of the reference SDK, which keeps no idempotency keys, answers its
+// handler's failures) is not sent again: the job waits
 // for a human with the reason, keeping the task the step continued, and
 // the step that resumes it continues that task with a key of its own.
 // They are recorded in the job's row before the step is sent, and again

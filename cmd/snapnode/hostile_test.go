@@ -246,7 +246,8 @@ func relayWithCard(t *testing.T, dir string, card *snap.Card) string {
 // may have made or continued the task, sending again could do it twice,
 // and how to check (task get of the task continued, the idempotency key
 // that finds the task on an agent that keeps keys). With --fallback the
-// message is posted once. A tasks/get answered so is only an error.
+// message is posted once. So for a WebSocket endpoint that reads the
+// message and cuts the connection without an answer. A tasks/get answered so is only an error.
 func TestTakenRequestSaysHowToCheck(t *testing.T) {
 	noEnvKey(t)
 	dir := t.TempDir()
@@ -259,6 +260,21 @@ func TestTakenRequestSaysHowToCheck(t *testing.T) {
 		w.Write([]byte(`{"error":"Internal server error"}`))
 	}))
 	defer srv.Close()
+	// A WebSocket endpoint that reads the request and cuts the connection
+	// without an answer.
+	up := websocket.Upgrader{}
+	wsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, _, err := c.ReadMessage(); err == nil {
+			posts.Add(1)
+		}
+	}))
+	defer wsSrv.Close()
+	wsURL := "ws" + strings.TrimPrefix(wsSrv.URL, "http")
 	relayURL := relayWithCard(t, dir, &snap.Card{Name: "sdk", Description: "answers 500", Version: "1.0.0", Identity: testAddress,
 		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
@@ -280,6 +296,8 @@ func TestTakenRequestSaysHowToCheck(t *testing.T) {
 			[]string{"HTTP 500", "may have made the task", "--idempotency-key "}},
 		{"stream", []string{"stream", "--http", srv.URL, "hi"}, 1,
 			[]string{"HTTP 500", "may have made the task"}},
+		{"send over WebSocket", []string{"send", "--http", wsURL, "--idempotency-key", "k-2", "hi"}, 1,
+			[]string{"abnormal closure", "may have made the task", "--idempotency-key k-2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			posts.Store(0)

@@ -336,9 +336,10 @@ func (c *cli) noAnswer(prog string, cf clientFlags, endpoint string, body []byte
 
 // takenHint follows the error of a message/send or message/stream that
 // the agent's endpoint took and answered without a SNAP response (HTTP
-// 500 or 204, client.Taken), as an agent of the reference SDK answers
-// when its handler failed: the agent may have acted on the message all
-// the same. It says so, and how to look before sending it again.
+// 500 or 204, a WebSocket that brought nothing back: client.Taken), as
+// an agent of the reference SDK answers when its handler failed: the
+// agent may have acted on the message all the same. It says so, and how
+// to look before sending it again.
 func (c *cli) takenHint(prog string, cf clientFlags, method string, body []byte, err error) {
 	if (method != "message/send" && method != "message/stream") || !client.Taken(err) {
 		return
@@ -348,7 +349,7 @@ func (c *cli) takenHint(prog string, cf clientFlags, method string, body []byte,
 		Key    string `json:"idempotencyKey"`
 	}
 	_ = json.Unmarshal(body, &p)
-	const took = "the agent's endpoint took the message and answered without a SNAP response, as an agent built on the reference TypeScript SDK answers when it failed"
+	const took = "the agent's endpoint took the message and gave no SNAP response, as an agent built on the reference TypeScript SDK does when it failed"
 	if p.TaskID != "" {
 		via := ""
 		if cf.keyFile != "" {
