@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
 	"math"
@@ -294,8 +293,8 @@ func notJSON(body []byte) (msg string, data map[string]any) {
 func (s *Server) refuseTooLarge(w http.ResponseWriter) {
 	// The rest of the body is not read: the connection closes.
 	w.Header().Set("Connection", "close")
-	writeError(w, http.StatusRequestEntityTooLarge, snap.CodeInvalidPayload, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
-		map[string]any{"field": "message", "constraint": "maxSize", "limit": s.cfg.MaxBody})
+	e := tooLargeRefusal("the body", s.cfg.MaxBody)
+	writeError(w, http.StatusRequestEntityTooLarge, e.Code, e.Message, e.Data)
 }
 
 // readAll reads r to its end. Its buffer starts with room for size bytes

@@ -82,8 +82,9 @@ type Config struct {
 	// Now is the clock of rate limiting and card signing.
 	Now func() time.Time
 
-	// MaxBody bounds a posted message and a WebSocket frame, in bytes;
-	// a larger one gets 413 (HTTP) or close 1009 (WebSocket).
+	// MaxBody bounds a posted message and a WebSocket message, in bytes;
+	// a larger one gets 413 (HTTP) or close 1009 (WebSocket), both after
+	// the signed 1004 {field: "message", constraint: "maxSize", limit}.
 	MaxBody int64
 	// MaxResponse bounds one serialized response or stream event sent
 	// over HTTP, SSE or WebSocket, in bytes (default DefaultMaxResponse).

@@ -36,11 +36,15 @@ import (
 // or event sent to us is not. SDK clients open one connection per request.
 //
 // The server pings every PingInterval and closes a peer silent (no pong,
-// no message) for two intervals, a connection idle for IdleTimeout, and a
-// frame larger than MaxBody (close 1009). A message waiting for its share
+// no message) for two intervals and a connection idle for IdleTimeout. A message waiting for its share
 // of BodyMemory, or for room among the requests read ahead, is waiting on
 // the node, not on the peer: that time counts neither as idle nor as
-// silence. A request that finds no room in AnswerMemory for its answer
+// silence. A message over MaxBody, in one frame or several, is not
+// handled: once the requests before it are answered, it gets the signed
+// 1004 {field: "message", constraint: "maxSize", limit} a POST over it
+// gets, then the close 1009 (message too big); its rest is read and
+// dropped first, up to MaxBody more, so that the peer, still sending it,
+// reads the answer rather than a reset. A request that finds no room in AnswerMemory for its answer
 // (a reservation, taken before it is handled) gets the signed busy
 // refusal (5003) and is not handled; an answer larger than its
 // reservation that finds no room for the rest is sent abridged (see
@@ -192,8 +196,10 @@ type wsConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// binary is set by the reader when it stopped at a binary frame,
-	// before it closes its channel of requests.
-	binary bool
+	// and tooLarge when it stopped at a message over MaxBody, before it
+	// closes its channel of requests.
+	binary   bool
+	tooLarge bool
 	// waiting is set while the reader waits for a message's share of
 	// BodyMemory, and waited takes a token when that wait ends: the
 	// peer is not idle then, whatever the time since its last request.
@@ -301,10 +307,28 @@ func binaryRefusal() *snap.Error {
 // closeUnsupported is the text of the close 1003 after a binary frame.
 const closeUnsupported = "binary frame: SNAP messages are JSON text frames"
 
+// tooLargeRefusal is the error answering a message over limit (MaxBody):
+// the code and data of the validator's refusal of a message over its size
+// (1004, field "message", constraint "maxSize"), and the limit, as a POST
+// over it is answered with its 413. what names the message: "the body",
+// "the message".
+func tooLargeRefusal(what string, limit int64) *snap.Error {
+	return &snap.Error{Code: snap.CodeInvalidPayload, Message: fmt.Sprintf("%s exceeds the limit of %d bytes", what, limit),
+		Data: map[string]any{"field": "message", "constraint": "maxSize", "limit": limit}}
+}
+
+// closeTooBig is the text of the close 1009 after a message over MaxBody.
+const closeTooBig = "message over the size limit"
+
+// errTooLarge is the reader's failure on a message over MaxBody.
+var errTooLarge = errors.New("snaphttp: WebSocket message over the size limit")
+
 func (wc *wsConn) serve() {
 	s, c := wc.s, wc.c
 	log := s.cfg.Logger.With("remote", wc.remote)
-	c.SetReadLimit(s.cfg.MaxBody)
+	// No read limit of the WebSocket's own: it would close 1009 at once,
+	// before the requests read ahead are answered and without a SNAP
+	// answer. readMessage bounds each message (errTooLarge).
 
 	reqs := make(chan []byte, s.cfg.MaxPending)
 	readerDone := make(chan struct{})
@@ -366,11 +390,15 @@ loop:
 		select {
 		case raw, ok := <-reqs:
 			if !ok {
-				// The peer closed, went silent, sent too much, or sent
-				// a binary frame.
-				if wc.binary {
+				// The peer closed, went silent, or sent a binary frame
+				// or a message over MaxBody.
+				switch {
+				case wc.binary:
 					o.final(wc.ctx, s.cfg.Handler.Refuse(binaryRefusal()))
 					code, text = websocket.CloseUnsupportedData, closeUnsupported
+				case wc.tooLarge:
+					o.final(wc.ctx, s.cfg.Handler.Refuse(tooLargeRefusal("the message", s.cfg.MaxBody)))
+					code, text = websocket.CloseMessageTooBig, closeTooBig
 				}
 				break loop
 			}
@@ -412,8 +440,10 @@ loop:
 }
 
 // read passes the peer's messages to reqs until the connection fails or
-// the peer sends a binary frame (wc.binary; nothing after it is read). A
-// pong or any message extends the peer's time to 2 × PingInterval.
+// the peer sends a binary frame (wc.binary; nothing after it is read) or
+// a message over MaxBody (wc.tooLarge; its rest is read and dropped, up
+// to MaxBody more, nothing after it). A pong or any message extends the
+// peer's time to 2 × PingInterval.
 func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	c := wc.c
 	wait := 2 * wc.s.cfg.PingInterval
@@ -430,12 +460,13 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 			if wc.readStopped() {
 				return // shutdown: the serve loop refuses what was read
 			}
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
+			if errors.Is(err, errTooLarge) {
+				log.Debug("snaphttp: WebSocket message over the limit; answered 1004 and closed with 1009", "limit", wc.s.cfg.MaxBody)
+				wc.tooLarge = true
+				return
+			}
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 				log.Debug("snaphttp: WebSocket peer silent; closing", "timeout", wait)
-			case errors.Is(err, websocket.ErrReadLimit):
-				log.Debug("snaphttp: WebSocket frame over the limit; closed with 1009", "limit", wc.s.cfg.MaxBody)
 			}
 			wc.cancel()
 			return
@@ -548,6 +579,11 @@ func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
 // answered. Waiting leaves the message in the socket, which slows only
 // this peer. A binary message is reported (binary) and left unread.
 //
+// A message over MaxBody fails with errTooLarge once MaxBody+1 bytes of
+// it are read; its rest is read and dropped first, up to MaxBody more
+// bytes, so that a peer still sending it can read the refusal and the
+// close rather than a reset.
+//
 // Once the reader is stopped (shutdown), a message waiting for its share
 // is read and dropped instead: it will be refused, not handled. It is
 // returned empty, holding no bytes (but counted among the peer's
@@ -568,9 +604,11 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 			if !wc.readStopped() {
 				return nil, false, err
 			}
-			// Within MaxBody (the read limit) and finishBy.
-			if _, err := io.Copy(io.Discard, r); err != nil {
+			// Within MaxBody and finishBy.
+			if n, err := io.Copy(io.Discard, io.LimitReader(r, pastLimit(s.cfg.MaxBody))); err != nil {
 				return nil, false, err
+			} else if n > s.cfg.MaxBody {
+				return nil, false, errTooLarge
 			}
 			s.bodies.ref(wc.key)
 			return []byte{}, false, nil
@@ -579,6 +617,13 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	data, err = s.readWebSocket(r)
 	if err != nil {
 		s.bodies.release(wc.key, s.cfg.MaxBody)
+		if errors.Is(err, errTooLarge) {
+			// Its rest, within bounds: the peer, still sending it, may
+			// not read the answer until it is sent.
+			if _, derr := io.CopyN(io.Discard, r, s.cfg.MaxBody); derr != nil && !errors.Is(derr, io.EOF) {
+				return nil, false, derr
+			}
+		}
 		return nil, false, err
 	}
 	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
@@ -607,7 +652,8 @@ func (wc *wsConn) awaitMemory() error {
 	return nil
 }
 
-// readWebSocket reads a WebSocket message of at most MaxBody bytes into
+// readWebSocket reads a WebSocket message of at most MaxBody bytes
+// (errTooLarge past that, once MaxBody+1 bytes are read) into
 // a buffer of wsMessageBuffer bytes borrowed for the read, and returns a
 // copy of its own length, which the request keeps (queued, then given to
 // the Handler); a longer message is read on into a buffer of its own, as
@@ -619,9 +665,12 @@ func (s *Server) readWebSocket(r io.Reader) ([]byte, error) {
 	bp := s.wsReads.Get(wsMessageBuffer)
 	defer s.wsReads.Put(bp)
 	lent := (*bp)[:0:min(int64(len(*bp)), pastLimit(s.cfg.MaxBody))]
-	b, err := readInto(r, s.cfg.MaxBody, lent)
+	b, err := readInto(io.LimitReader(r, pastLimit(s.cfg.MaxBody)), s.cfg.MaxBody, lent)
 	if err != nil {
 		return nil, err
+	}
+	if int64(len(b)) > s.cfg.MaxBody {
+		return nil, errTooLarge
 	}
 	if cap(b) <= cap(lent) { // still the lent buffer: it grows only larger
 		return bytes.Clone(b), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -141,15 +142,97 @@ func TestWebSocketRefusesBinaryFrames(t *testing.T) {
 	}
 }
 
-// A frame over MaxBody closes the connection with 1009.
+// A message over MaxBody, whether one frame or several whose sizes add
+// up past it, is not handled: after the requests before it are answered,
+// in order, it gets a signed 1004 whose data names the limit, as a POST
+// over it gets with its 413, then the close 1009 (message too big). The
+// rest of the message is read and dropped, up to MaxBody more, so that
+// the peer, which is still sending it, gets the answer and the close
+// rather than a reset.
 func TestWebSocketReadLimit(t *testing.T) {
-	e := start(t, nil, func(c *snaphttp.Config) { c.MaxBody = 1024 })
-	c := dial(t, e)
-	c.WriteMessage(websocket.TextMessage, []byte(`{"pad":"`+strings.Repeat("x", 2048)+`"}`))
+	const limit = 16 << 10
+	e := start(t, nil, func(c *snaphttp.Config) { c.MaxBody = limit })
+	for _, tc := range []struct {
+		name string
+		size int // the message's
+		// buffer is the client's write buffer: the message goes in
+		// frames of about that size.
+		buffer int
+	}{
+		{"one frame", limit + 1024, 64 << 10},
+		{"frames", 20 << 10, 4 << 10},      // past the limit at the fifth
+		{"many frames", 30 << 10, 1 << 10}, // its rest, 14 KiB, is read and dropped
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := websocket.Dialer{WriteBufferSize: tc.buffer}
+			c, _, err := d.Dial(e.ws, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if err := c.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload))); err != nil {
+				t.Fatal(err)
+			}
+			sent := make(chan error, 1)
+			go func() {
+				// Sent while the answers are read: the server does
+				// not read the rest until it has answered the request
+				// before.
+				sent <- c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", tc.size)))
+			}()
+			if v := verify(t, readFrame(t, c)); v.Method != "message/send" || errCode(v.Payload) != 0 {
+				t.Fatalf("the request before the oversized message: %s %s", v.Method, v.Payload)
+			}
+			b := readFrame(t, c)
+			v, err := snap.NewValidator(snap.Config{}).Validate(context.Background(), b)
+			if err != nil || !v.Signed || v.Type != snap.TypeResponse {
+				t.Fatalf("answer to an oversized message: %s (%v), want a signed response", b, err)
+			}
+			se := snap.ResponseError(v.Payload)
+			if se == nil || se.Code != snap.CodeInvalidPayload || se.Data["limit"] != float64(limit) ||
+				se.Data["field"] != "message" || se.Data["constraint"] != "maxSize" {
+				t.Fatalf("answer to an oversized message: %s, want 1004 with data {field: message, constraint: maxSize, limit: %d}", v.Payload, limit)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _, err = c.ReadMessage()
+			if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+				t.Fatalf("after the refusal: %v, want close 1009", err)
+			}
+			if err := <-sent; err != nil {
+				t.Errorf("sending the oversized message: %v; want it read to its end", err)
+			}
+		})
+	}
+}
+
+// A message over MaxBody whose rest is more than MaxBody is read no
+// further than that: the connection closes, and the server read at most
+// twice MaxBody of it (and little more: a read buffer's worth, frame
+// headers).
+func TestWebSocketReadLimitBoundsTheDiscard(t *testing.T) {
+	const limit = 16 << 10
+	counter := &readCounter{}
+	e := start(t, &hooks{socketRead: counter.add}, func(c *snaphttp.Config) { c.MaxBody = limit })
+	d := websocket.Dialer{WriteBufferSize: 4 << 10}
+	c, _, err := d.Dial(e.ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 1<<20)))
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, _, err := c.ReadMessage()
-	if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
-		t.Errorf("read after an oversized frame: %v, want close 1009", err)
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				t.Fatalf("the connection did not close: %v", err)
+			}
+			break
+		}
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if max := int64(2*limit + 2<<10); counter.n > max {
+		t.Errorf("the server read %d bytes of a 1 MiB message; want at most %d", counter.n, max)
 	}
 }
 
