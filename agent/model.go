@@ -264,7 +264,8 @@ func (e *ModelError) advice(role string) string {
 // AnsweredError is the error of a model call the server answered, with a
 // success status, in a way that cannot be taken: a chat completion
 // without the one choice asked for, a content that is not a string, a
-// body that is not one JSON value or over the client's cap; or a
+// body that is not one JSON value or over the client's cap, or one a
+// time-out cut before it ended (AnswerBytes then counts what came); or a
 // worker's or a delegate's answer refused as garbage or over its bound
 // (its error also wrapping ErrWorkerFailed). The server did the work,
 // and may have charged for it: the runtime counts the call

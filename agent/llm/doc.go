@@ -33,7 +33,9 @@
 // whether asking again may help, its Advice what the operator should
 // check; Check reports a refusal of GET /models the same way); an answer of a
 // success status that is refused (no choice to take, a content that is
-// not a string, a body that is not one JSON value or is too large) is an
+// not a string, a body that is not one JSON value or is too large, a body
+// a deadline of ctx's or Config.Timeout cut, which still wraps
+// context.DeadlineExceeded) is an
 // *agent.AnsweredError, with the usage the server reported, for the
 // runtime to count (an error object sent with a success status in place
 // of the choices has its message in the error); other errors are transport failures. The client does

@@ -88,7 +88,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	resp.Body.Close()
 	success := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices
 	if c != nil && success {
-		c.size = len(body)
+		// What the server sent, whole or as far as it came before the
+		// read failed (a time-out cut it).
+		c.size = min(len(body), int(d.max))
 		if errors.Is(err, ErrResponseTooLarge) {
 			c.size = int(d.max)
 		}
@@ -184,13 +186,14 @@ func noRedirect(req *http.Request, _ []*http.Request) error {
 }
 
 // readCapped reads resp's body, failing if it holds more than max bytes.
+// A read that fails returns the bytes read before it with its error.
 func readCapped(resp *http.Response, max int64) ([]byte, error) {
 	if resp.ContentLength > max {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrResponseTooLarge, resp.ContentLength, max)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading response body: %w", err)
+		return body, fmt.Errorf("reading response body: %w", err)
 	}
 	if int64(len(body)) > max {
 		return nil, fmt.Errorf("%w: over %d bytes", ErrResponseTooLarge, max)

@@ -331,7 +331,12 @@ func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zer
 		}
 	}
 	err = c.scrub(err)
-	if cl.status < http.StatusOK || cl.status >= http.StatusMultipleChoices || ctx.Err() != nil {
+	// A success answer the caller's deadline cut (the runtime's request
+	// time-out, or the job's time limit) is answered as one the client's
+	// Timeout cut: the server was at work on it. The caller's cancel is
+	// not.
+	if cl.status < http.StatusOK || cl.status >= http.StatusMultipleChoices ||
+		ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, err
 	}
 	ae := &agent.AnsweredError{AnswerBytes: cl.size, Err: err}
