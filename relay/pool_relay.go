@@ -36,7 +36,7 @@ type RelayStatus struct {
 	Reconnects     int       // connections made after the first
 	EventsReceived uint64    // EVENT messages received, before any check
 	EventsInvalid  uint64    // dropped: bad id or signature
-	EventsMismatch uint64    // dropped: not matching the subscription's filter
+	EventsMismatch uint64    // dropped: not matching the subscription's filter, or past a query's limit
 	// EventsDuplicate counts the events dropped as already delivered to
 	// their subscription (by this relay or another).
 	EventsDuplicate uint64
@@ -617,6 +617,11 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 	if !s.filter.Matches(ev) {
 		r.mismatch.Add(1)
 		r.log.Debug("relay pool: dropped an event outside the filter", "sub", s.wireID, "event", ev.ID)
+		return
+	}
+	if s.overLimit(r.idx) {
+		r.mismatch.Add(1)
+		r.log.Debug("relay pool: dropped an event past the query's limit", "sub", s.wireID, "event", ev.ID)
 		return
 	}
 	if s.gate.Pass != nil && !s.gate.Pass(id) {

@@ -20,6 +20,10 @@ type Subscription struct {
 	wireID string                // the NIP-01 subscription id
 	filter nostr.Filter          // as given: every event is checked against it
 	local  map[[32]byte]struct{} // a Query's own dedupe set (guarded by mu)
+	// queried holds, by relay index, the events of a Query with a limit
+	// that relay brought within the filter (guarded by mu): past the
+	// limit the rest are dropped (see overLimit).
+	queried []int
 
 	events chan *nostr.Event
 	take   func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
@@ -744,6 +748,9 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 	}
 	if query {
 		s.local = map[[32]byte]struct{}{}
+		if f.Limit > 0 {
+			s.queried = make([]int, len(p.relays))
+		}
 	}
 
 	// The relays awaited for EOSE are read while registering, under p.mu:
@@ -779,6 +786,24 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 	return s, nil
 }
 
+// overLimit reports whether relay idx brought a Query's limit of events
+// already, and counts the one it brings now if not. A relay that ignores
+// the limit would otherwise fill the query's bound (QueryMaxEvents) with
+// events anyone can make, failing it for every relay however small the
+// limit, and have each of them verified.
+func (s *Subscription) overLimit(idx int) bool {
+	if s.queried == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queried[idx] >= s.filter.Limit {
+		return true
+	}
+	s.queried[idx]++
+	return false
+}
+
 // Query returns the stored events matching f from all relays, deduped,
 // verified and checked against f, once every relay not in backoff has sent
 // EOSE (or EOSETimeout passed). If ctx ends first, it returns what it has
@@ -786,7 +811,9 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 // off, and returns what it has with ErrQueryTruncated when more than
 // QueryMaxEvents events match, or events of more than QueryMaxBytes (as
 // held in memory, EventSize): a relay answering with a flood of large
-// events costs the query that much, not QueryMaxEvents megabytes.
+// events costs the query that much, not QueryMaxEvents megabytes. With a
+// limit, each relay is held to it: the events a relay sends past f.Limit
+// are dropped unchecked (and counted in RelayStatus.EventsMismatch).
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
 	s, err := p.subscribe(ctx, f, true, nil, Gate{}, nil, nil)
 	if err != nil {
