@@ -53,7 +53,8 @@
 // fill is given SlowConsumerTimeout to make room, then ended alone with
 // ErrSlowConsumer; the others are held up at most that long.
 //
-// Publish sends an event to every connected relay and succeeds when one
+// Publish sends an event to every connected relay, and to each relay
+// that connects while the answers are awaited, and succeeds when one
 // answers OK true, returning each relay's outcome. It returns as soon as
 // one relay accepted and no other has answered yet: a relay slow to
 // answer, or silent, holds up no publication another took; its answer is

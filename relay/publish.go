@@ -36,7 +36,8 @@ func (r PublishResult) Accepted() int {
 	return n
 }
 
-// Publish sends ev, which must verify, to every connected relay and waits
+// Publish sends ev, which must verify, to every connected relay (and to
+// each relay that connects while their answers are awaited) and waits
 // for their OKs (bounded by ctx, or PublishTimeout when ctx has no
 // deadline). When no relay is connected yet it waits, within the same
 // bound, for one to connect. It succeeds when at least one relay answers
@@ -65,25 +66,32 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 		}
 		return res, fmt.Errorf("relay: publish %s: %w", ev.ID, err)
 	}
-	// With one relay connected (the node's own, most often) the event is
-	// published from this goroutine: a goroutine started and waited for
-	// would cost two wake-ups per event and gain nothing.
+	// With one relay connected that no other can join (the pool's only
+	// relay), or one in this process (the node's own, most often), the
+	// event is published from this goroutine: a goroutine started and
+	// waited for would cost two wake-ups per event and gain nothing.
+	// Otherwise a relay that connects while the others' answers are
+	// awaited is given the event too (see publishAll).
+	var only Conn
 	connected := 0
 	for _, c := range conns {
 		if c != nil {
+			only = c
 			connected++
 		}
 	}
+	_, inProcess := only.(InProcessConn)
+	alone := connected == 1 && (len(p.relays) == 1 || inProcess)
 	for i, r := range p.relays {
 		res.Relays[i].URL = r.url
 		switch c := conns[i]; {
 		case c == nil:
 			res.Relays[i].Err = ErrNotConnected
-		case connected == 1:
+		case alone:
 			publishTo(ctx, c, &ev, &res.Relays[i])
 		}
 	}
-	if connected > 1 {
+	if !alone {
 		p.publishAll(ctx, &ev, conns, res.Relays)
 	}
 	var errs []error
@@ -133,25 +141,28 @@ type pendingPublish struct {
 	stop     func() bool
 }
 
-// publishAll publishes ev on every relay of conns at once and fills
-// outs with their outcomes. It returns once every relay has answered, ctx
-// has ended, or one relay accepted ev: those still waiting for their
-// answer then go on (at most MaxPendingAnswers a relay) and log it when
-// it comes.
+// publishAll publishes ev on every relay of conns at once, and on each
+// relay that connects meanwhile, and fills outs with their outcomes. It
+// returns once every relay it published on has answered, ctx has ended,
+// or one relay accepted ev: those still waiting for their answer then go
+// on (at most MaxPendingAnswers a relay) and log it when it comes. A
+// relay that connects while the others' answers are awaited takes the
+// event too: the relays connected when Publish began may never answer
+// (a relay may take events and stall), and the publication would wait
+// out its bound and fail, the relay that came meanwhile never sent it.
 func (p *Pool) publishAll(ctx context.Context, ev *nostr.Event, conns []Conn, outs []RelayOutcome) {
 	deadline, _ := ctx.Deadline()
 	answered := make(chan int, len(conns)) // never blocks a sender
 	pending := make([]*pendingPublish, len(conns))
+	waiting := 0
 	var wg sync.WaitGroup // the publications not detached
-	for i, c := range conns {
-		if c == nil {
-			continue
-		}
+	start := func(i int, c Conn) {
 		// Not ctx's child: a detached publication outlives ctx's
 		// cancellation, never its deadline.
 		pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		w := &pendingPublish{cancel: cancel, out: outs[i]}
+		w := &pendingPublish{cancel: cancel, out: RelayOutcome{URL: outs[i].URL}}
 		pending[i] = w
+		waiting++
 		r := p.relays[i]
 		wg.Add(1)
 		go func() {
@@ -172,12 +183,34 @@ func (p *Pool) publishAll(ctx context.Context, ev *nostr.Event, conns []Conn, ou
 			p.detached.Done()
 		}()
 	}
-	waiting := 0
-	for _, w := range pending {
-		if w != nil {
-			waiting++
+	// joined starts the publication on each relay connected now that has
+	// none yet; the wake it returns is closed when another connects.
+	joined := func() <-chan struct{} {
+		p.mu.Lock()
+		wake := p.wake
+		p.mu.Unlock()
+		for i, r := range p.relays {
+			if pending[i] != nil {
+				continue
+			}
+			var c Conn
+			r.mu.Lock()
+			if r.publishing {
+				c = r.conn
+			}
+			r.mu.Unlock()
+			if c != nil {
+				start(i, c)
+			}
+		}
+		return wake
+	}
+	for i, c := range conns {
+		if c != nil {
+			start(i, c)
 		}
 	}
+	wake := joined()
 	accepted := false
 	for waiting > 0 && !accepted {
 		select {
@@ -185,6 +218,8 @@ func (p *Pool) publishAll(ctx context.Context, ev *nostr.Event, conns []Conn, ou
 			waiting--
 			outs[i] = pending[i].out
 			accepted = pending[i].out.OK
+		case <-wake:
+			wake = joined()
 		case <-ctx.Done():
 			for _, w := range pending {
 				if w != nil {
