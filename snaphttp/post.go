@@ -249,7 +249,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 			data["reason"], data["readTimeout"] = "timeout", s.cfg.ReadTimeout.Seconds()
 		}
-		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+err.Error(), data)
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+readFault(err), data)
 	case !json.Valid(body):
 		msg, data := notJSON(body)
 		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, msg, data)
@@ -267,6 +267,18 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	}
 	release()
 	return nil, nil, false
+}
+
+// readFault is what the refusal of a body whose read failed says of
+// the failure: the error's own words, without the sockets a
+// *net.OpError names ("read tcp 10.0.0.5:7448->…: i/o timeout"): the
+// node's own address, behind NAT or in a container one its peers do not
+// know, is none of theirs.
+func readFault(err error) string {
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
 }
 
 // notJSON is the message and data of the 400 answering a body that is
