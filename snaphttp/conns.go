@@ -30,19 +30,24 @@ func DefaultTCPConns(nofile uint64) (total, perPeer int) {
 // sixteenth, at least 8 (and at most total).
 func perPeerConns(total int) int { return min(max(total/16, 8), total) }
 
-// refuseConn answers a connection over a cap of peercap.Listener with
-// status, as writeError would.
-func refuseConn(c net.Conn, _ netip.Addr, status int) {
-	msg, code := "too many connections; retry later", snap.CodeServiceUnavailable
-	if status == http.StatusTooManyRequests {
-		msg, code = "too many connections from this address; retry later", snap.CodeRateLimitExceeded
+// refuseConns returns the Refuse of a peercap.Listener capping the
+// connections at total in all and perPeer per peer: it answers a
+// connection over a cap with status, as writeError would, naming the
+// cap as the WebSocket caps' refusals do (limit; scope "peer" or
+// "node").
+func refuseConns(total, perPeer int) func(c net.Conn, _ netip.Addr, status int) {
+	return func(c net.Conn, _ netip.Addr, status int) {
+		msg, code, limit, scope := "too many connections; retry later", snap.CodeServiceUnavailable, total, "node"
+		if status == http.StatusTooManyRequests {
+			msg, code, limit, scope = "too many connections from this address; retry later", snap.CodeRateLimitExceeded, perPeer, "peer"
+		}
+		h := make(http.Header, 4)
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Retry-After", "1")
+		h.Set("SNAP-Version", snap.ProtocolVersion)
+		peercap.WriteRefusal(c, status, h, errorBody(status, code, msg, map[string]any{"retryAfter": 1, "limit": limit, "scope": scope}))
 	}
-	h := make(http.Header, 4)
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Retry-After", "1")
-	h.Set("SNAP-Version", snap.ProtocolVersion)
-	peercap.WriteRefusal(c, status, h, errorBody(status, code, msg, map[string]any{"retryAfter": 1}))
 }
 
 // newConnWait is how long, at shutdown, a connection that has sent no

@@ -120,7 +120,7 @@ func (m *MonitorServer) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return ErrServing
 	}
-	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: m.cfg.MaxTCPConns, PerPeer: m.cfg.MaxTCPConnsPerPeer, Refuse: refuseConn})
+	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: m.cfg.MaxTCPConns, PerPeer: m.cfg.MaxTCPConnsPerPeer, Refuse: refuseConns(m.cfg.MaxTCPConns, m.cfg.MaxTCPConnsPerPeer)})
 	srv := &http.Server{
 		Handler:           m,
 		ReadHeaderTimeout: DefaultHeaderTimeout,

@@ -1,9 +1,13 @@
 package snaphttp_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +56,59 @@ func TestBodyReadRefusalNamesNoSocket(t *testing.T) {
 				t.Errorf("the refusal names the sockets: %q", body.Error.Message)
 			}
 		})
+	}
+}
+
+// TestConnectionRefusalNamesTheCap: a connection over a cap on the TCP
+// connections, none of them idle, is refused with a SNAP error whose data
+// names the cap it went over (limit, and scope: "peer" or "node"), as
+// the refusals of the WebSocket caps do, not a bare retryAfter.
+func TestConnectionRefusalNamesTheCap(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxTCPConns, c.MaxTCPConnsPerPeer = 3, 2 })
+	defer close(release)
+	hostport := strings.TrimPrefix(e.base, "http://")
+	busy := func(src string) {
+		c := dialFrom(t, src, hostport)
+		t.Cleanup(func() { c.Close() })
+		body := raw(t, request(t, "message/send", sendPayload))
+		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		<-entered
+	}
+	refusal := func(src string) (int, map[string]any) {
+		c := dialFrom(t, src, hostport)
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("a connection from %s over the cap got no answer: %v", src, err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Error struct {
+				Data map[string]any `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body.Error.Data
+	}
+	busy("127.0.0.2")
+	busy("127.0.0.2")
+	if st, d := refusal("127.0.0.2"); st != http.StatusTooManyRequests || d["limit"] != float64(2) || d["scope"] != "peer" || d["retryAfter"] != float64(1) {
+		t.Errorf("over the peer's cap: %d %v, want 429 naming limit 2, scope peer, retryAfter 1", st, d)
+	}
+	busy("127.0.0.3")
+	if st, d := refusal("127.0.0.4"); st != http.StatusServiceUnavailable || d["limit"] != float64(3) || d["scope"] != "node" || d["retryAfter"] != float64(1) {
+		t.Errorf("over the node's cap: %d %v, want 503 naming limit 3, scope node, retryAfter 1", st, d)
 	}
 }

@@ -196,7 +196,8 @@ type Config struct {
 	// process's open-file limit. A connection over a cap closes the
 	// connection idle the longest (no request in progress) in its scope;
 	// when none is idle it is answered 429 (per peer) or 503 (in all),
-	// with Retry-After, and closed.
+	// with Retry-After and a SNAP error naming the cap (data: retryAfter,
+	// limit, scope "peer" or "node"), and closed.
 	MaxTCPConns        int
 	MaxTCPConnsPerPeer int
 	// MaxPending bounds the requests read ahead on one WebSocket
@@ -612,7 +613,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return ErrServing
 	}
-	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: s.cfg.MaxTCPConns, PerPeer: s.cfg.MaxTCPConnsPerPeer, Refuse: refuseConn})
+	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: s.cfg.MaxTCPConns, PerPeer: s.cfg.MaxTCPConnsPerPeer, Refuse: refuseConns(s.cfg.MaxTCPConns, s.cfg.MaxTCPConnsPerPeer)})
 	s.tcp.Store(limited)
 	fresh := newFreshConns()
 	srv := &http.Server{
