@@ -112,3 +112,40 @@ func TestConnectionRefusalNamesTheCap(t *testing.T) {
 		t.Errorf("over the node's cap: %d %v, want 503 naming limit 3, scope node, retryAfter 1", st, d)
 	}
 }
+
+// TestWebSocketDataBeforeUpgradeIsRefused: a peer that sends its first
+// frame with the upgrade request, before the upgrade is answered (RFC
+// 6455, 4.1, says a client waits), gets 400 with a SNAP error naming the
+// rule, and its connection closed; the upgrader closed it without a word.
+// The connection's slot comes back.
+func TestWebSocketDataBeforeUpgradeIsRefused(t *testing.T) {
+	e := start(t, nil, nil)
+	c := dialFrom(t, "127.0.0.1", strings.TrimPrefix(e.base, "http://"))
+	defer c.Close()
+	// A masked text frame "{}", in the same write as the request.
+	frame := []byte{0x81, 0x82, 1, 2, 3, 4, '{' ^ 1, '}' ^ 2}
+	io.WriteString(c, "GET /snap HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"+string(frame))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error struct {
+			Code int            `json:"code"`
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadRequest || body.Error.Code != 1003 || body.Error.Data["field"] != "message" ||
+		body.Error.Data["reason"] == nil || !resp.Close {
+		t.Errorf("got %d %+v (close %v), want 400, 1003 naming the field and the reason, and the connection closed", resp.StatusCode, body.Error, resp.Close)
+	}
+	if got := healthFrom(t, http.DefaultClient, e); got.WebSockets != 0 {
+		t.Errorf("after the refusal: %d WebSocket slots held, want 0", got.WebSockets)
+	}
+}

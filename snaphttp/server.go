@@ -393,6 +393,9 @@ func New(cfg Config) (*Server, error) {
 		HandshakeTimeout: cfg.WriteTimeout,
 		CheckOrigin:      s.webSocketOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			if hj, ok := w.(*countingHijacker); ok && hj.early {
+				return // answered by the Hijack, the connection closed
+			}
 			if status == http.StatusForbidden {
 				s.refuseOrigin(w, r)
 				return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -253,10 +254,17 @@ func (c *countingConn) Read(p []byte) (int, error) {
 // The WebSocket reads through it because the upgrader has a
 // ReadBufferSize (wsReadBuffer) of its own: without one it would reuse
 // net/http's reader, on the connection underneath.
+//
+// A peer that sent data after its upgrade request, before the upgrade was
+// answered (RFC 6455, 4.1: a client waits for the server's answer), is
+// refused here: the upgrader would close the connection without a word.
+// Hijack answers it 400 with the SNAP error naming the rule (early), closes
+// the connection and fails, and the upgrader's Error answers nothing more.
 type countingHijacker struct {
 	http.ResponseWriter
 	conn   *countingConn
 	onRead func(n int) // countingConn's
+	early  bool
 }
 
 func (h *countingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -264,9 +272,25 @@ func (h *countingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if brw.Reader.Buffered() > 0 {
+		h.early = true
+		hd := make(http.Header, 4)
+		hd.Set("Content-Type", "application/json")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("SNAP-Version", snap.ProtocolVersion)
+		peercap.WriteRefusal(c, http.StatusBadRequest, hd, errorBody(http.StatusBadRequest, snap.CodeInvalidMessage,
+			"data came after the WebSocket upgrade request before it was answered: a client waits for the 101 before it sends (RFC 6455, 4.1)",
+			map[string]any{"field": "message", "reason": "sent before the upgrade was answered"}))
+		c.Close()
+		return nil, nil, errEarlyData
+	}
 	h.conn = &countingConn{Conn: c, onRead: h.onRead}
 	return h.conn, brw, nil
 }
+
+// errEarlyData fails the Hijack of an upgrade whose peer sent data before
+// it was answered (see countingHijacker).
+var errEarlyData = errors.New("snaphttp: data before the WebSocket upgrade was answered")
 
 func (h *countingHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
