@@ -42,4 +42,44 @@
 // the while has passed.
 //
 //	agent, err := client.ToCard(card, httpClient, relays.Nostr(key, logger).To(target, false), client.FallbackConfig{})
+//
+// # What is sent again
+//
+// One rule, for HTTP and WebSocket alike, decides whether ToCard's
+// Transport sends a request again, to the same endpoint or by the card's
+// next transport, after an attempt failed. Each attempt is signed anew,
+// with an id of its own, so an agent's replay check does not stop a
+// second one; the rule asks what the failure says of whether the agent
+// read the request:
+//
+//   - Not read: the request never reached the agent whole (a connection
+//     refused, a TLS handshake that failed, the connection closed while
+//     the request was being written, a WebSocket upgrade answered with an
+//     error), or the agent said it did not read or act on it (an HTTP
+//     status other than 500: 429, 502, 503, 504, a 4xx refusal; a
+//     WebSocket close 1009, 1003 or 1001 before any answer: a snapnode
+//     node that shuts down answers every request it read before it
+//     closes with 1001). Sent again.
+//   - Taken: the agent answered that it took the request without a SNAP
+//     response (HTTP 500 or 204, an event stream that ended or went quiet
+//     before its first event), as an agent of the reference SDK, which
+//     keeps no idempotency keys, answers a request it took and failed.
+//     Not sent again.
+//   - Quiet: the request was written in full, and nothing answered it
+//     within the client's time-out (HTTPConfig.IdleTimeout,
+//     NetConfig.ResponseHeaderTimeout): the agent holds it, may be at
+//     work on it, and may keep no keys. Not sent again, with an
+//     idempotencyKey or without.
+//   - Cut: the request was written in full, and the connection closed,
+//     was reset or cut before any answer (an HTTP status line, the end of
+//     a 200's body, a WebSocket frame): the answer may have been lost.
+//     Sent again only when the request carries an idempotencyKey, which
+//     an agent that keeps keys, as a node does, answers with the task the
+//     first made.
+//
+// tasks/get, tasks/cancel and tasks/resubscribe, which SNAP calls
+// idempotent, are sent again whatever the end, and a stream is never sent
+// again once an event reached the caller. A request not sent again ends
+// the exchange with an error wrapping ErrNotSentAgain; Taken tells the
+// failures that may have been taken.
 package client

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,23 +103,16 @@ type FallbackConfig struct {
 // one, has none set aside.
 //
 // A stream that failed after an event reached onEvent is not sent again:
-// its error is returned. Nor is a request of a method SNAP does not call
-// idempotent (message/send, message/stream, service/call…) that an
-// endpoint took and answered with HTTP 500 or 204, or with an event
-// stream that ended or went quiet before its first event, as an agent of
-// the reference SDK answers its failures, or that went over a WebSocket
-// that then went quiet before its first frame came back (the SDK's
-// answer): its error, wrapping ErrNotSentAgain and saying how to look
-// before sending a message again, is returned, with an idempotencyKey or
-// without (the reference SDK keeps none). So is one whose WebSocket was
-// closed or cut before its first frame came back (save a close 1009 or
-// 1003, which says the agent did not read it), unless it carries an
-// idempotencyKey: then the answer may have been lost on the way, and the
-// request is sent again, as after a failed connection, for an agent that
-// keeps keys (a node does) to answer with the task the first made. Each
-// attempt is a request signed anew (an exchange over another transport is
-// another message): a message/send that must make one task whichever
-// attempt arrives carries an idempotencyKey.
+// its error is returned. A request of a method SNAP does not call
+// idempotent (message/send, message/stream, service/call…) that the agent
+// may have taken is sent again only as the package's resend rule says
+// (see "What is sent again" in the package documentation): one the rule
+// keeps is not sent again, to that endpoint or any other transport, and
+// its error, wrapping ErrNotSentAgain and saying how to look before
+// sending a message again, is returned. Each attempt is a request signed
+// anew (an exchange over another transport is another message): a
+// message/send that must make one task whichever attempt arrives carries
+// an idempotencyKey.
 func ToCard(card *snap.Card, h *HTTP, nostr Transport, cfg FallbackConfig) (Transport, error) {
 	if err := card.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -250,7 +242,7 @@ func (a *cardAgent) exchange(ctx context.Context, method string, keyed bool, try
 			if st != nil && st.delivered {
 				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", tg.name, err)
 			}
-			if took(err) && !repeatable(method) && !(keyed && lost(err)) {
+			if !resend(method, endingOf(err), keyed) {
 				// The endpoint took the request and acted on it, or
 				// may have: sent again, anywhere, it could act twice.
 				return nil, fmt.Errorf("client: %s took the %s: %w: %w%s", tg.name, method, ErrNotSentAgain, err, checkFirst(method))
@@ -404,13 +396,12 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 }
 
 // ErrNotSentAgain is wrapped by the error of an exchange of ToCard's
-// Transport that an endpoint took and answered without a SNAP response
-// (HTTP 500 or 204, an event stream that brought no event, or a
-// WebSocket that brought no frame once the request was written: see
-// ToCard), for a method SNAP does not call idempotent: the agent
-// may have acted on the request (made or continued a task), and the
-// request was not sent again, to that endpoint or any other transport.
-// Whoever sends it again chooses to, knowing the agent may act twice.
+// Transport whose request, of a method SNAP does not call idempotent, the
+// agent may have taken and the resend rule does not send again (see
+// "What is sent again" in the package documentation): the agent may
+// have acted on the request (made or continued a task), and the request
+// was not sent again, to that endpoint or any other transport. Whoever
+// sends it again chooses to, knowing the agent may act twice.
 var ErrNotSentAgain = errors.New("it took the request and gave no SNAP response: the agent may have acted on it, and it is not sent again")
 
 // checkFirst says, after the error of a message/send or message/stream
@@ -424,69 +415,16 @@ func checkFirst(method string) string {
 		"it gets the task the first made from an agent that keeps idempotency keys (one that keeps none makes another)"
 }
 
-// Taken reports whether err is an endpoint's answer saying it took the
-// request yet carrying no SNAP response (HTTP 500 or 204, an event stream
-// that brought no event, or a WebSocket that brought no frame once the
-// request was written; see took), or
-// the error of ToCard's Transport that did not send such a request again
-// (ErrNotSentAgain): the agent may have acted on the request.
+// Taken reports whether err is the failure of an exchange whose request
+// the agent may have taken (see "What is sent again" in the package
+// documentation): it answered that it took it without a SNAP response
+// (HTTP 500 or 204, an event stream that brought no event), or the
+// request was written in full and nothing answered it before the
+// connection went quiet, closed or was cut; or the error of ToCard's
+// Transport that did not send such a request again (ErrNotSentAgain).
+// The agent may have acted on the request.
 func Taken(err error) bool {
-	return errors.Is(err, ErrNotSentAgain) || took(err)
-}
-
-// took reports whether an endpoint's failure is an HTTP answer saying it
-// took the request, yet carrying no SNAP response: a 500 (an agent of the
-// reference SDK answers {"error":"Internal server error"} to every
-// failure of a request it read, its handler's included, after the
-// handler acted), a 204 (its handler returned nothing), or an event
-// stream begun and ended, or gone quiet, before its first event (the SDK
-// writes a stream's headers before its handler runs, and ends nothing
-// when the handler fails), or a WebSocket that went quiet, closed or was
-// cut once the request was written and before its first frame came (the
-// SDK sends nothing when its handler fails), save a close 1009 or 1003,
-// which says the agent did not read the request. A WebSocket upgrade
-// answered with an error is none: the request goes after it.
-func took(err error) bool {
-	if errors.Is(err, errUpgrade) {
-		return false // the request was not sent
-	}
-	if st, ok := errors.AsType[*StatusError](err); ok {
-		return st.StatusCode == http.StatusInternalServerError
-	}
-	return errors.Is(err, errNoContent) || errors.Is(err, errStreamBegun) || errors.Is(err, errWSQuiet) || errors.Is(err, errWSClosed)
-}
-
-// lost reports whether err, an endpoint's failure that took the request
-// (see took), may be a lost answer rather than the agent's failure: a
-// WebSocket closed or cut once the request was written (an agent of the
-// reference SDK leaves it open and quiet when it fails). Sent again with
-// the same idempotencyKey, such a request gets the task the first made
-// from an agent that keeps keys, as a node does.
-func lost(err error) bool {
-	return errors.Is(err, errWSClosed)
-}
-
-// keyed reports whether payload, a message/send's or message/stream's,
-// carries an idempotencyKey.
-func keyed(payload []byte) bool {
-	var p struct {
-		Key string `json:"idempotencyKey"`
-	}
-	return json.Unmarshal(payload, &p) == nil && p.Key != ""
-}
-
-// repeatable reports whether a request of method may be sent again after
-// an endpoint took it (see took): the SNAP specification's idempotent
-// methods. A message/send or message/stream makes a task each time it is
-// taken unless the agent keeps idempotency keys, which SNAP v0.1 makes
-// optional and the reference SDK does not do; a service/call acts as its
-// service does; an unknown method may do anything.
-func repeatable(method string) bool {
-	switch method {
-	case "tasks/get", "tasks/cancel", "tasks/resubscribe":
-		return true
-	}
-	return false
+	return errors.Is(err, ErrNotSentAgain) || endingOf(err) != endNotRead
 }
 
 // retryable reports whether an endpoint's failure may pass when tried

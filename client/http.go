@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -46,18 +48,6 @@ var errStreamBegun = errors.New("(the agent began its event stream, and sent no 
 // errUpgrade is wrapped by the StatusError of a WebSocket upgrade that
 // failed: the request, which goes after the upgrade, was not sent.
 var errUpgrade = errors.New("(the answer to the WebSocket upgrade: the request was not sent)")
-
-// errWSQuiet and errWSClosed are wrapped by the error of a WebSocket
-// exchange whose request was written and that ended before its first
-// frame came back: the agent may have read the request and acted on it.
-// errWSQuiet: the connection went quiet for IdleTimeout, as an agent of
-// the reference SDK, which keeps no idempotency keys, leaves it when its
-// handler fails. errWSClosed: the connection was closed or cut, as a lost
-// answer is, whatever the agent.
-var (
-	errWSQuiet  = errors.New("(the request was sent over the WebSocket, which then went quiet)")
-	errWSClosed = errors.New("(the request was sent over the WebSocket, which then closed without an answer)")
-)
 
 // StatusError is an HTTP answer other than 200 (or 202): the server did
 // not take the message as a SNAP exchange.
@@ -207,8 +197,19 @@ func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string)
 	if accept != "" {
 		hreq.Header.Set("Accept", accept)
 	}
+	// written tells whether the last request written (a redirect's or
+	// net/http's own retry is another) went out in full.
+	var written atomic.Bool
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn:      func(string) { written.Store(false) },
+		WroteRequest: func(i httptrace.WroteRequestInfo) { written.Store(i.Err == nil) },
+	}))
 	resp, err := c.cfg.HTTP.Do(hreq)
 	if err != nil {
+		if written.Load() {
+			// No status line came: the agent may have taken it.
+			return nil, unanswered(ctx, err)
+		}
 		return nil, err
 	}
 	switch resp.StatusCode {
@@ -260,7 +261,12 @@ func (c *HTTP) postRead(ctx context.Context, url string, x *exchange) ([]byte, e
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return c.readAll(resp.Body)
+	b, err := c.readAll(resp.Body)
+	if err != nil && !errors.Is(err, ErrInvalidResponse) {
+		// The agent began its answer: it took the request.
+		return nil, unanswered(ctx, err)
+	}
+	return b, err
 }
 
 // readAll reads at most MaxMessage bytes of r.
@@ -323,6 +329,10 @@ func (c *HTTP) Stream(ctx context.Context, url string, req *snap.Message, fn fun
 	case "text/event-stream":
 	case "application/json":
 		raw, err := c.readAll(resp.Body)
+		if err != nil && !errors.Is(err, ErrInvalidResponse) {
+			// The agent began its answer: it took the request.
+			err = unanswered(ctx, err)
+		}
 		if err != nil {
 			return nil, streamErr(ctx, err)
 		}
@@ -364,8 +374,11 @@ func (c *HTTP) Stream(ctx context.Context, url string, req *snap.Message, fn fun
 }
 
 // streamErr prefers the cause of ctx's end (ErrIdleTimeout) to the read
-// error it provoked.
+// error it provoked, save in a failure post marked (see unanswered).
 func streamErr(ctx context.Context, err error) error {
+	if errors.Is(err, errQuiet) || errors.Is(err, errCut) {
+		return err
+	}
 	if cause := context.Cause(ctx); cause != nil {
 		if errors.Is(cause, ErrIdleTimeout) {
 			return ErrIdleTimeout
@@ -441,17 +454,12 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 		_ = conn.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 		_, data, err := conn.ReadMessage()
 		if err != nil {
-			refused := wsRefused(err)
-			err = wsErr(ctx, err)
-			switch {
-			case frames > 0 || ctx.Err() != nil || refused:
-			case errors.Is(err, ErrIdleTimeout):
-				// The agent may have taken the request (see took).
-				err = fmt.Errorf("%w %w", err, errWSQuiet)
-			default:
-				err = fmt.Errorf("%w %w", err, errWSClosed)
+			if frames > 0 || wsNotRead(err) {
+				return nil, wsErr(ctx, err)
 			}
-			return nil, err
+			// The request went out in full and nothing answered it:
+			// the agent may have taken it.
+			return nil, unanswered(ctx, wsErr(ctx, err))
 		}
 		got, err := x.check(ctx, data, nil, fn != nil)
 		if err != nil {
@@ -467,11 +475,14 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 	}
 }
 
-// wsRefused reports whether err is a close that says the agent did not
-// read the request as one: 1009, the message too big for it, or 1003,
-// data of a kind it does not take.
-func wsRefused(err error) bool {
-	return websocket.IsCloseError(err, websocket.CloseMessageTooBig, websocket.CloseUnsupportedData)
+// wsNotRead reports whether err, the end of a WebSocket before any frame
+// answered the request, is a close that says the agent did not read the
+// request: 1009, the message too big for it; 1003, data of a kind it
+// does not take; 1001 (going away), as a snapnode node closes once its
+// shutdown began, after it answered every request it read (those it read
+// ahead and will not handle with the signed 5003).
+func wsNotRead(err error) bool {
+	return websocket.IsCloseError(err, websocket.CloseMessageTooBig, websocket.CloseUnsupportedData, websocket.CloseGoingAway)
 }
 
 func wsErr(ctx context.Context, err error) error {

@@ -17,10 +17,11 @@
 // attempt sent again after an answer was lost does not make a second
 // task; a step whose exchange failed on every transport keeps them when
 // the runtime tries it again, until it is answered or the job leaves it.
-// A step an endpoint took and answered without a SNAP response (HTTP 500
-// or 204, or a WebSocket left quiet once the step was sent, as an agent
-// of the reference SDK, which keeps no idempotency keys, answers its
-// handler's failures) is not sent again: the job waits
+// A step an endpoint may have taken and the client's resend rule does not
+// send again (client.ErrNotSentAgain: answered HTTP 500 or 204, or a
+// connection quiet once the step was sent, as an agent of the reference
+// SDK, which keeps no idempotency keys, answers its handler's failures;
+// see the client package's "What is sent again") is not sent again: the job waits
 // for a human with the reason, keeping the task the step continued, and
 // the step that resumes it continues that task with a key of its own.
 // They are recorded in the job's row before the step is sent, and again

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -247,7 +248,9 @@ func relayWithCard(t *testing.T, dir string, card *snap.Card) string {
 // and how to check (task get of the task continued, the idempotency key
 // that finds the task on an agent that keeps keys). With --fallback the
 // message is posted once. So for a WebSocket endpoint that reads the
-// message and cuts the connection without an answer. A tasks/get answered so is only an error.
+// message and cuts the connection without an answer, and for an HTTP
+// endpoint that reads the POST and closes the connection before its
+// status line. A tasks/get answered so is only an error.
 func TestTakenRequestSaysHowToCheck(t *testing.T) {
 	noEnvKey(t)
 	dir := t.TempDir()
@@ -275,6 +278,18 @@ func TestTakenRequestSaysHowToCheck(t *testing.T) {
 	}))
 	defer wsSrv.Close()
 	wsURL := "ws" + strings.TrimPrefix(wsSrv.URL, "http")
+	// An HTTP endpoint that reads the POST and closes the connection
+	// before its status line.
+	cutSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		posts.Add(1)
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}))
+	defer cutSrv.Close()
 	relayURL := relayWithCard(t, dir, &snap.Card{Name: "sdk", Description: "answers 500", Version: "1.0.0", Identity: testAddress,
 		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
@@ -298,6 +313,8 @@ func TestTakenRequestSaysHowToCheck(t *testing.T) {
 			[]string{"HTTP 500", "may have made the task"}},
 		{"send over WebSocket", []string{"send", "--http", wsURL, "--idempotency-key", "k-2", "hi"}, 1,
 			[]string{"abnormal closure", "may have made the task", "--idempotency-key k-2"}},
+		{"send over HTTP, cut before the status line", []string{"send", "--http", cutSrv.URL, "hi"}, 1,
+			[]string{"EOF", "may have made the task", "could make a second"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			posts.Store(0)

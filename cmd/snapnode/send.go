@@ -335,10 +335,11 @@ func (c *cli) noAnswer(prog string, cf clientFlags, endpoint string, body []byte
 }
 
 // takenHint follows the error of a message/send or message/stream that
-// the agent's endpoint took and answered without a SNAP response (HTTP
-// 500 or 204, a WebSocket that brought nothing back: client.Taken), as
-// an agent of the reference SDK answers when its handler failed: the
-// agent may have acted on the message all the same. It says so, and how
+// the agent's endpoint may have taken (client.Taken: answered HTTP 500 or
+// 204, or sent in full and then met by a connection that went quiet or
+// closed before any answer), as an agent of the reference SDK answers
+// when its handler failed: the agent may have acted on the message all
+// the same. It says so, and how
 // to look before sending it again.
 func (c *cli) takenHint(prog string, cf clientFlags, method string, body []byte, err error) {
 	if (method != "message/send" && method != "message/stream") || !client.Taken(err) {
