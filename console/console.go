@@ -22,6 +22,7 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/internal/shellword"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -129,9 +130,17 @@ type Config struct {
 	// spent only by a connection of that user. Nil: any connection that
 	// brings a link spends it.
 	PeerUser func(r *http.Request) (uid int, err error)
+	// NodeFlags are the flags that name this node to the snapnode
+	// commands its pages tell an operator to run (`snapnode held`,
+	// `snapnode job history`, `snapnode audit export`, `snapnode
+	// console-url`), as shell words: "--data-dir '/srv/my node'". Each
+	// hint is the command as this node is named, NodeFlags after the
+	// command's name; "" names a node run with the default settings,
+	// found by the bare command in the folder it runs in.
+	NodeFlags string
 	// LoginCommand is the command that prints a login link to this
-	// console, as its pages tell it (with the node's --data-dir when the
-	// bare command would not find the node); "": DefaultLoginCommand.
+	// console, as its pages tell it; "": snapnode console-url with
+	// NodeFlags.
 	LoginCommand string
 	// Now is the clock of sessions and tokens; nil: time.Now.
 	Now    func() time.Time
@@ -141,6 +150,21 @@ type Config struct {
 // DefaultLoginCommand prints a login link to the console of a node run
 // with its default settings, in the folder the command runs in.
 const DefaultLoginCommand = "snapnode console-url"
+
+// command is the snapnode command name (`held`, `job history`) as the
+// node of flags (Config.NodeFlags) is named: flags after the command's
+// name, then args, each one shell word. What a page tells an operator to
+// run is this, so that it finds this node as printed, wherever it runs.
+func command(flags, name string, args ...string) string {
+	words := []string{"snapnode", name}
+	if flags != "" {
+		words = append(words, flags)
+	}
+	for _, a := range args {
+		words = append(words, shellword.Quote(a))
+	}
+	return strings.Join(words, " ")
+}
 
 // Console serves the operator's pages. It is an http.Handler for the paths
 // under Prefix.
@@ -178,7 +202,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.LoginCommand == "" {
-		cfg.LoginCommand = DefaultLoginCommand
+		cfg.LoginCommand = command(cfg.NodeFlags, "console-url")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -67,19 +67,31 @@ var funcs = template.FuncMap{
 	"mixed": func(s string) string {
 		return showCut(s, MaxStepText, true, "more bytes not shown")
 	},
-	"clipMixed": func(s string) string {
-		return showCut(s, MaxStepText, true, "more bytes not shown: snapnode job history prints it whole")
+	"clipMixed": func(s, whole string) string {
+		return showCut(s, MaxStepText, true, "more bytes not shown: "+whole+" prints it whole")
 	},
-	"reasoning": func(s string) string {
-		return showCut(s, agent.MaxReasoningBytes, true, "more bytes not shown: snapnode job history prints it whole")
+	"reasoning": func(s, whole string) string {
+		return showCut(s, agent.MaxReasoningBytes, true, "more bytes not shown: "+whole+" prints it whole")
 	},
-	"clip": func(s string) string {
-		return showCut(s, MaxStepText, false, "more bytes not shown: snapnode job history prints it whole")
+	"clip": func(s, whole string) string {
+		return showCut(s, MaxStepText, false, "more bytes not shown: "+whole+" prints it whole")
 	},
-	"stepDiff": func(d string) string {
-		shown, _ := showDiffCut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
+	"stepDiff": func(d, whole string) string {
+		shown, _ := showDiffCut(d, MaxStepText, "more bytes of the diff not shown: "+whole+" prints it whole")
 		return shown
 	},
+	// step is a step with the command that prints the job's history
+	// whole, for the reasoning template (a template is given one value).
+	"step": func(it agent.Interaction, whole string) stepView {
+		return stepView{Interaction: it, Whole: whole}
+	},
+}
+
+// stepView is a step of the agent's job as the reasoning template shows
+// it: Whole is the command that prints the job's history whole.
+type stepView struct {
+	agent.Interaction
+	Whole string
 }
 
 // page is what every page's layout needs.
@@ -223,6 +235,10 @@ type taskData struct {
 	Notice       string
 	Error        string
 	Terminal     bool
+	// The commands the page's hints name, as this node is named
+	// (command): the actions the task holds, their diffs whole, the
+	// agent job's history whole and the audit log whole.
+	HeldCommand, DiffCommand, HistoryCommand, ExportCommand string
 }
 
 // task is GET <home>tasks/{id}.
@@ -239,7 +255,12 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		c.failed(w, r, "task "+id, err)
 		return
 	}
-	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText, Messages: t.History}
+	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText, Messages: t.History,
+		HeldCommand:    c.command("held", id),
+		DiffCommand:    c.command("held", "--diff", id),
+		HistoryCommand: c.command("job history", id),
+		ExportCommand:  c.command("audit export"),
+	}
 	if n := len(d.Messages); n > MaxMessages {
 		d.Messages, d.EarlierMessages = d.Messages[n-MaxMessages:], n-MaxMessages
 	}
@@ -280,7 +301,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		v.DiffURL = s.home() + "tasks/" + url.PathEscape(id) + "/held/" + url.PathEscape(p.ActionID) + "/diff?sum=" + v.DiffSum
 		// The sum is the whole diff's: the page shows its start, and
 		// says so next to Approve, with the link to the rest.
-		v.Diff, v.Shown = showDiffCut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
+		v.Diff, v.Shown = showDiffCut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or "+d.DiffCommand+" prints it")
 		v.Cut = v.Shown < len(p.Diff)
 		v.Files, v.LaterFiles = showPaths(p.PreImages)
 		d.Held = append(d.Held, v)
@@ -296,6 +317,12 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
 	}
 	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", Home: s.home(), CSRF: s.csrf, Data: d})
+}
+
+// command is the snapnode command name as this node is named
+// (Config.NodeFlags), then args.
+func (c *Console) command(name string, args ...string) string {
+	return command(c.cfg.NodeFlags, name, args...)
 }
 
 // proposer returns the step of steps that proposed actionID, the last

@@ -85,7 +85,7 @@ func jobStore(ctx context.Context, s *node.Stores, cfg *config.Config) (*agent.S
 // jobCommand runs a job command that takes one job id: it parses the
 // flags (--format and the node's settings), opens the job store and calls
 // run with it.
-func (c *cli) jobCommand(name string, args []string, run func(st jobStores, format, id string) int) int {
+func (c *cli) jobCommand(name string, args []string, run func(fs *flag.FlagSet, st jobStores, format, id string) int) int {
 	fs, cfg := c.nodeFlagSet("job " + name)
 	format := fs.String("format", "json", "print `json` or text")
 	pos, code, done := c.parse(fs, args, 1)
@@ -103,7 +103,7 @@ func (c *cli) jobCommand(name string, args []string, run func(st jobStores, form
 		return code
 	}
 	defer closeDB()
-	return run(st, *format, pos[0])
+	return run(fs, st, *format, pos[0])
 }
 
 func (c *cli) jobList(args []string) int {
@@ -141,12 +141,12 @@ func (c *cli) jobShow(args []string) int {
 	return c.jobCommand("show", args, c.printManifest)
 }
 
-func (c *cli) printManifest(stores jobStores, format, id string) int {
+func (c *cli) printManifest(fs *flag.FlagSet, stores jobStores, format, id string) int {
 	ctx := context.Background()
 	st := stores.jobs
 	j, err := st.Get(ctx, id)
 	if err != nil {
-		return c.jobError("snapnode job show", id, err)
+		return c.jobError(fs, id, err)
 	}
 	its, err := st.Interactions(ctx, id)
 	if err != nil {
@@ -200,10 +200,10 @@ func (c *cli) jobHistory(args []string) int {
 	return c.jobCommand("history", args, c.printHistory)
 }
 
-func (c *cli) printHistory(stores jobStores, format, id string) int {
+func (c *cli) printHistory(fs *flag.FlagSet, stores jobStores, format, id string) int {
 	h, err := stores.jobs.History(context.Background(), id)
 	if err != nil {
-		return c.jobError("snapnode job history", id, err)
+		return c.jobError(fs, id, err)
 	}
 	if format == "json" {
 		b, _ := json.MarshalIndent(h, "", "  ")
@@ -341,7 +341,7 @@ func (c *cli) jobReplay(args []string) int {
 		defer closeDB()
 		var err error
 		if h, err = st.History(context.Background(), pos[0]); err != nil {
-			return c.jobError(fs.Name(), pos[0], err)
+			return c.jobError(fs, pos[0], err)
 		}
 	default:
 		return c.usageError(fs, "give the job's task ID or --file, not both")
@@ -354,9 +354,13 @@ func (c *cli) jobReplay(args []string) int {
 	return exitOK
 }
 
-func (c *cli) jobError(prog, id string, err error) int {
+// jobError reports err of the job command fs on the job of task id; the
+// list it names is the command as this one was given the node
+// (nodeCommand: the bare one finds no node of another data folder).
+func (c *cli) jobError(fs *flag.FlagSet, id string, err error) int {
+	prog := fs.Name()
 	if errors.Is(err, agent.ErrNoJob) {
-		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", prog, id)
+		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list %sshows them)\n", prog, shellWord(id), nodeCommand(fs))
 		return exitFail
 	}
 	if errors.Is(err, agent.ErrArchiveTampered) || errors.Is(err, agent.ErrArchiveSealed) || errors.Is(err, agent.ErrHistoryMismatch) {

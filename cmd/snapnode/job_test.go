@@ -103,7 +103,10 @@ func TestJobCommands(t *testing.T) {
 	if code, out, _ := cmd("job", "list", "--status", "SUCCESS", "--data-dir", dir); code != exitOK || strings.Count(out, "\n") != 1 {
 		t.Fatalf("job list: exit %d: %s", code, out)
 	}
-	if code, _, errOut := cmd("job", "show", "--data-dir", dir, "no-such-job"); code != exitFail || !strings.Contains(errOut, "not an agent job") {
+	// The hint is the list command as this one was given: it names the
+	// node's data folder (the bare command finds no node here).
+	if code, _, errOut := cmd("job", "show", "--data-dir", dir, "no-such-job"); code != exitFail || !strings.Contains(errOut, "not an agent job") ||
+		!strings.Contains(errOut, "snapnode job list --data-dir "+shellWord(dir)+" shows them") {
 		t.Fatalf("unknown job: exit %d: %s", code, errOut)
 	}
 	// A folder with no node database is named, never created.

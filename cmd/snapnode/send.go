@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/shellword"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -302,13 +303,9 @@ func (cf clientFlags) command() string {
 	return strings.Join(words, " ")
 }
 
-// shellWord quotes s for a POSIX shell when it needs it.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shellWord quotes s for a POSIX shell when it needs it (shellword.Quote,
+// as the console's hints do).
+func shellWord(s string) string { return shellword.Quote(s) }
 
 // noAnswer marks the failures of an exchange that mean no valid response
 // came (exit status 3); a request persisted on the relays says how to find

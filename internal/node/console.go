@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/internal/shellword"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
@@ -37,13 +39,13 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 		return nil, nil
 	}
 	c, err := console.New(console.Config{
-		Source:       consoleSource{n: n},
-		Decider:      n.props,
-		Metrics:      mx.Registry(),
-		AllowRemote:  n.cfg.ConsoleRemote,
-		PeerUser:     consolePeerUser(),
-		LoginCommand: loginCommand(n.cfg),
-		Logger:       n.logger.With("part", "console"),
+		Source:      consoleSource{n: n},
+		Decider:     n.props,
+		Metrics:     mx.Registry(),
+		AllowRemote: n.cfg.ConsoleRemote,
+		PeerUser:    consolePeerUser(),
+		NodeFlags:   nodeFlags(n.cfg),
+		Logger:      n.logger.With("part", "console"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: console: %w", err)
@@ -110,20 +112,53 @@ func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
 	return s.n.exec.audit.VerifyWithRecord(ctx, audit.VerifyOptions{}, s.n.cfg.SealRecordPath())
 }
 
-// loginCommand is the console-url command that reaches this node, as the
-// console's pages tell it: the bare command finds a node run with the
-// default settings in the folder it runs in; any other names the node's
-// data folder (where its admin socket is), absolute, wherever it is run.
-func loginCommand(cfg config.Config) string {
-	if cfg.ConfigFile == "" && cfg.DataDir == config.Default().DataDir {
-		return console.DefaultLoginCommand
+// nodeFlags are the flags that name this node to the snapnode commands
+// the console's pages tell (console.Config.NodeFlags), as shell words:
+// none for a node run with the default settings (the bare command finds
+// it in the folder it runs in); else its settings file and its data
+// folder (where its admin socket is), absolute, wherever the command
+// runs, and, when no settings file names it, its database: a SQLite file
+// absolute, a PostgreSQL URL with its password left out (xxxxx: the page
+// does not show it; the operator puts it back).
+func nodeFlags(cfg config.Config) string {
+	if cfg.ConfigFile == "" && cfg.DataDir == config.Default().DataDir && cfg.Database == "" {
+		return ""
 	}
-	dir, err := filepath.Abs(cfg.DataDir)
+	var words []string
+	flag := func(name, value string) { words = append(words, "--"+name, shellword.Quote(value)) }
+	if cfg.ConfigFile != "" {
+		flag("config", absolute(cfg.ConfigFile))
+	}
+	flag("data-dir", absolute(cfg.DataDir))
+	if cfg.ConfigFile == "" && cfg.Database != "" {
+		if strings.HasPrefix(cfg.Database, "postgres://") || strings.HasPrefix(cfg.Database, "postgresql://") {
+			flag("database", withoutPassword(cfg.Database))
+		} else {
+			flag("database", absolute(cfg.Database))
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// absolute is path made absolute, or as it is when it cannot be.
+func absolute(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// withoutPassword is the PostgreSQL URL dsn with its password, in its
+// user part or its query, shown as xxxxx; what does not parse is not
+// shown.
+func withoutPassword(dsn string) string {
+	u, err := url.Parse(dsn)
 	if err != nil {
-		dir = cfg.DataDir
+		return "postgres://…"
 	}
-	if strings.Trim(dir, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") != "" {
-		dir = "'" + strings.ReplaceAll(dir, "'", `'\''`) + "'"
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
-	return console.DefaultLoginCommand + " --data-dir " + dir
+	return u.Redacted()
 }
