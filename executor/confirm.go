@@ -54,8 +54,10 @@ func (e *Executor) Pending(ctx context.Context, taskID string) ([]Pending, error
 // PendingPage returns at most limit of the actions of a task that wait for
 // confirmation (taskID "": those of every task), oldest first, starting
 // after the action after ("": with the oldest), and how many wait in
-// all. An after that names no action is ErrNoAction.
-func (e *Executor) PendingPage(ctx context.Context, taskID, after string, limit int) ([]Pending, int, error) {
+// all. With maxDiff > 0 it reads no further than the first action but
+// the first whose diff brings the page's past maxDiff bytes, and returns
+// that one last. An after that names no action is ErrNoAction.
+func (e *Executor) PendingPage(ctx context.Context, taskID, after string, limit, maxDiff int) ([]Pending, int, error) {
 	var from *record
 	if after != "" {
 		r, err := e.store.get(ctx, after)
@@ -71,7 +73,7 @@ func (e *Executor) PendingPage(ctx context.Context, taskID, after string, limit 
 	if err != nil {
 		return nil, 0, err
 	}
-	rs, err := e.store.listAfter(ctx, statePending, taskID, from, max(limit, 1))
+	rs, err := e.store.listAfter(ctx, statePending, taskID, from, max(limit, 1), maxDiff)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -336,12 +336,14 @@ func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string
 // list returns the records in state (every state when ""), of one task or
 // (task "") of all, in the order they were made.
 func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
-	return s.listAfter(ctx, state, task, nil, 0)
+	return s.listAfter(ctx, state, task, nil, 0, 0)
 }
 
 // listAfter is list from the record after (nil: from the first), at most
-// limit of them (0: all).
-func (s *store) listAfter(ctx context.Context, state, task string, after *record, limit int) ([]*record, error) {
+// limit of them (0: all); with maxDiff > 0, it stops reading at the
+// first record but the first whose diff brings those read past maxDiff
+// bytes, that record the last returned (the rows after it are not read).
+func (s *store) listAfter(ctx context.Context, state, task string, after *record, limit, maxDiff int) ([]*record, error) {
 	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE 1 = 1`
 	var args []any
 	if after != nil {
@@ -362,7 +364,10 @@ func (s *store) listAfter(ctx context.Context, state, task string, after *record
 		q += ` LIMIT ?`
 		args = append(args, limit)
 	}
-	var out []*record
+	var (
+		out   []*record
+		diffs int
+	)
 	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)) {
 		var r *record
 		if err == nil {
@@ -372,6 +377,9 @@ func (s *store) listAfter(ctx context.Context, state, task string, after *record
 			return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
 		}
 		out = append(out, r)
+		if diffs += len(r.Diff); maxDiff > 0 && len(out) > 1 && diffs > maxDiff {
+			break
+		}
 	}
 	return out, nil
 }

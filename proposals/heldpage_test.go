@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
@@ -60,5 +61,40 @@ func TestHeldPageCountsAndPages(t *testing.T) {
 	}
 	if _, err := r.props.HeldPage(ctx, proposals.HeldQuery{After: "nope"}); !errors.Is(err, executor.ErrNoAction) {
 		t.Fatalf("a page after an unknown action: %v", err)
+	}
+}
+
+// A page bounded by its diffs' bytes (MaxDiff) ends before the action
+// whose diff would pass the bound, says so, and the next page starts
+// there; its first action is listed whatever its diff's size.
+func TestHeldPageDiffBound(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	for i := range 4 {
+		name := fmt.Sprintf("big%d.txt", i)
+		if err := os.WriteFile(r.file(name), []byte(strings.Repeat("a line\n", 1000)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/" + name})
+	}
+	all, err := r.props.HeldPage(ctx, proposals.HeldQuery{})
+	if err != nil || len(all.Actions) != 4 || all.DiffBound {
+		t.Fatalf("unbounded: %+v %v", all, err)
+	}
+	one := len(all.Actions[0].Diff)
+	for _, c := range []struct {
+		max, listed int
+	}{{2*one + 1, 2}, {one - 1, 1}, {1, 1}} {
+		page, err := r.props.HeldPage(ctx, proposals.HeldQuery{MaxDiff: c.max})
+		if err != nil || len(page.Actions) != c.listed || !page.DiffBound || page.Total != 4 || page.Next != all.Actions[c.listed-1].ActionID {
+			t.Fatalf("MaxDiff %d: %d listed, bound %v, next %q (%v); want %d, the last listed next", c.max, len(page.Actions), page.DiffBound, page.Next, err, c.listed)
+		}
+		rest, err := r.props.HeldPage(ctx, proposals.HeldQuery{After: page.Next})
+		if err != nil || len(rest.Actions) != 4-c.listed || rest.Actions[0].ActionID != all.Actions[c.listed].ActionID {
+			t.Fatalf("MaxDiff %d: the next page: %+v %v", c.max, rest, err)
+		}
+	}
+	if page, err := r.props.HeldPage(ctx, proposals.HeldQuery{MaxDiff: 4 * one}); err != nil || len(page.Actions) != 4 || page.DiffBound || page.Next != "" {
+		t.Fatalf("MaxDiff of all four: %+v %v", page, err)
 	}
 }

@@ -508,6 +508,12 @@ type HeldQuery struct {
 	// Limit bounds the page; 0 or more than MaxHeldListed:
 	// MaxHeldListed.
 	Limit int
+	// MaxDiff, when more than 0, bounds the bytes of the diffs the page
+	// reads: it ends before the action whose diff would bring them past
+	// MaxDiff (but for its first action, which it lists whatever its
+	// diff's size), and reads none after that one. A page so ended says
+	// so (HeldPage.DiffBound).
+	MaxDiff int
 }
 
 // HeldPage is one page of held actions: the CLI, the admin socket and the
@@ -519,6 +525,9 @@ type HeldPage struct {
 	Total int
 	// Next is the After of the next page; "" when there is none.
 	Next string
+	// DiffBound: the page ended where its diffs reached
+	// HeldQuery.MaxDiff, before its Limit; Next starts after it.
+	DiffBound bool
 }
 
 // HeldPage returns the page of held actions q selects, oldest first,
@@ -529,13 +538,22 @@ func (p *Proposals) HeldPage(ctx context.Context, q HeldQuery) (*HeldPage, error
 		limit = MaxHeldListed
 	}
 	// One more than the page tells whether another follows.
-	list, total, err := p.exec.PendingPage(ctx, q.Task, q.After, limit+1)
+	list, total, err := p.exec.PendingPage(ctx, q.Task, q.After, limit+1, q.MaxDiff)
 	if err != nil {
 		return nil, err
 	}
-	page := &HeldPage{Actions: list[:min(len(list), limit)], Total: total}
-	if len(list) > limit {
-		page.Next = page.Actions[limit-1].ActionID
+	// The action whose diff passes the bound is read, not listed: it
+	// tells that another page follows.
+	end, diffs := min(len(list), limit), 0
+	for i, a := range list[:end] {
+		if diffs += len(a.Diff); q.MaxDiff > 0 && i > 0 && diffs > q.MaxDiff {
+			end = i
+			break
+		}
+	}
+	page := &HeldPage{Actions: list[:end], Total: total, DiffBound: end < min(len(list), limit)}
+	if len(list) > end {
+		page.Next = page.Actions[end-1].ActionID
 	}
 	return page, nil
 }

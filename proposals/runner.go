@@ -38,8 +38,10 @@ type Executor interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
-	// PendingPage is a page of them, with how many there are in all.
-	PendingPage(ctx context.Context, taskID, after string, limit int) ([]executor.Pending, int, error)
+	// PendingPage is a page of them, with how many there are in all;
+	// with maxDiff > 0 it ends at the first whose diff brings the page's
+	// past maxDiff bytes, reading none after it.
+	PendingPage(ctx context.Context, taskID, after string, limit, maxDiff int) ([]executor.Pending, int, error)
 	// PendingAction is one of them (executor.ErrNoPending when it is not).
 	PendingAction(ctx context.Context, actionID string) (*executor.Pending, error)
 	ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then executor.Then) (*executor.Result, error)

@@ -176,7 +176,11 @@ func (c *cli) held(args []string) int {
 				next += " " + shellWord(req.Task)
 			}
 		}
-		fmt.Fprintf(c.stderr, "listed %d of the %d actions held%s\n", len(list), page.Total, next)
+		bounded := ""
+		if page.DiffsBounded {
+			bounded = " (the page ended where its diffs filled one answer of the node)"
+		}
+		fmt.Fprintf(c.stderr, "listed %d of the %d actions held%s%s\n", len(list), page.Total, bounded, next)
 	}
 	if c.terminal {
 		printHeldTable(c.stdout, list, *showDiff)
@@ -197,6 +201,9 @@ type heldPage struct {
 	Actions []heldAction
 	Total   int
 	Next    string
+	// DiffsBounded: the page ended before its limit, where the diffs
+	// the node reads or sends for one answer were spent.
+	DiffsBounded bool `json:"diffs_bounded"`
 }
 
 // heldAction is one action of the node's answer to held.

@@ -271,7 +271,19 @@ func proposalNode(t *testing.T, cfg config.Config) (n *node.Node, propose func(a
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p struct{ Task proposedTask }
+		var p struct {
+			Task  proposedTask
+			Error struct {
+				Data struct {
+					TaskID string `json:"taskId"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(resp.Payload, &p); err == nil && p.Task.ID == "" && p.Error.Data.TaskID != "" {
+			// The task was made, its answer too long for the relay (a
+			// diff of a large file): the ID alone.
+			return proposedTask{ID: p.Error.Data.TaskID}
+		}
 		if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task.ID == "" {
 			t.Fatalf("%s: %s", action, resp.Payload)
 		}
@@ -736,5 +748,51 @@ func TestApproveOnAnotherDatabase(t *testing.T) {
 	if r := runCLI(t, "", append(append([]string{"task", "show"}, node...), "no-such-task")...); r.code != exitFail ||
 		!strings.Contains(r.stderr, "no-such-task") || !strings.Contains(r.stderr, "snapnode task list") {
 		t.Errorf("task show of an unknown task: %s\nwant it to name the task and snapnode task list", r)
+	}
+}
+
+// held --diff reads diffs up to a budget and no further: a page whose
+// diffs, their invisible characters spelled out (twelve bytes for one),
+// would pass the admin socket's bound ends at the action that spends the
+// budget and says so, with the command that lists the next page. Before,
+// the node read every held action's diff (up to 1,000) and spelled them
+// out, and only then found the answer too long to send: held --diff
+// failed, having done all the work.
+func TestHeldDiffBudget(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
+	_, propose := proposalNode(t, cfg)
+	sandbox := filepath.Join(dataDir, "sandbox")
+	dd := []string{"--data-dir", dataDir}
+	// Six files of 1 MiB of lines of control characters: their deletes'
+	// diffs, spelled out, are 72 MiB.
+	line := strings.Repeat("\x01", 1023) + "\n"
+	const files = 6
+	var ids []string
+	for i := range files {
+		name := fmt.Sprintf("c%d.txt", i)
+		if err := os.WriteFile(filepath.Join(sandbox, name), []byte(strings.Repeat(line, 1024)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, propose("DELETE_FILE", map[string]any{"path": "/sandbox/" + name}).ID)
+	}
+	r := runCLI(t, "", append([]string{"held", "--diff"}, dd...)...)
+	note, next, _ := strings.Cut(strings.TrimSpace(r.stderr), "the next page: ")
+	listed := strings.Count(r.stdout, "\t") / 5
+	if r.code != exitOK || listed == 0 || listed >= files || !strings.Contains(note, "diffs") || next == "" {
+		t.Fatalf("held --diff of %d large diffs: exit %d, %d listed; stderr %q", files, r.code, listed, r.stderr)
+	}
+	if len(r.stdout) > 64<<20 {
+		t.Errorf("held --diff printed %d bytes", len(r.stdout))
+	}
+	// The next page, run as printed, starts where this one ended.
+	words := strings.Fields(next)
+	if r := runCLI(t, "", words[1:]...); r.code != exitOK || !strings.HasPrefix(r.stdout, ids[listed]+"\t") {
+		t.Fatalf("%s: exit %d, stdout starts %.80q, want %s first", next, r.code, r.stdout, ids[listed])
+	}
+	// Without --diff the sums alone are sent: every action is listed.
+	if r := runCLI(t, "", append([]string{"held"}, dd...)...); r.code != exitOK || strings.Count(r.stdout, "\n") != files {
+		t.Errorf("held: %s", r)
 	}
 }

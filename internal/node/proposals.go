@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -79,23 +80,52 @@ type heldList struct {
 	Actions []heldAction `json:"actions"`
 	Total   int          `json:"total"`
 	Next    string       `json:"next,omitempty"`
+	// DiffsBounded: the page ended before its limit, where the diffs it
+	// reads (heldDiffBudget, heldSumBudget) or sends were spent; Next
+	// lists the rest.
+	DiffsBounded bool `json:"diffs_bounded,omitempty"`
 }
 
-// Held implements admin.Handler.
+// Diff budgets of a held page (proposals.HeldQuery.MaxDiff): with the
+// diffs themselves, up to twelve bytes a byte once spelled out and
+// written as JSON, within the admin socket's bound (admin.MaxResponse);
+// with their sums alone, what the node reads for one page.
+const (
+	heldDiffBudget = admin.MaxResponse / 16
+	heldSumBudget  = admin.MaxResponse
+)
+
+// Held implements admin.Handler. The diffs a page reads are bounded
+// (heldDiffBudget, heldSumBudget): the page ends where they are spent,
+// and says so; the one after is read, no more.
 func (h adminHandler) Held(ctx context.Context, taskID, after string, limit int, withDiff bool) (any, error) {
-	page, err := h.props.HeldPage(ctx, proposals.HeldQuery{Task: taskID, After: after, Limit: limit})
+	budget := heldSumBudget
+	if withDiff {
+		budget = heldDiffBudget
+	}
+	page, err := h.props.HeldPage(ctx, proposals.HeldQuery{Task: taskID, After: after, Limit: limit, MaxDiff: budget})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]heldAction, len(page.Actions))
-	for i, pa := range page.Actions {
-		out[i] = heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC(),
+	out := make([]heldAction, 0, len(page.Actions))
+	next, shown := page.Next, 0
+	for _, pa := range page.Actions {
+		a := heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC(),
 			DiffSum: proposals.DiffSum(pa.Diff)}
 		if withDiff {
-			out[i].Diff = executor.Visible(pa.Diff)
+			a.Diff = executor.Visible(pa.Diff)
+			// As sent, a page's diffs within the budget can still pass
+			// the socket's bound (its first is listed whatever its
+			// size): the page ends before the one that would.
+			b, _ := json.Marshal(a.Diff)
+			if shown += len(b); len(out) > 0 && shown > admin.MaxResponse*3/4 {
+				next = out[len(out)-1].Action
+				break
+			}
 		}
+		out = append(out, a)
 	}
-	return heldList{Actions: out, Total: page.Total, Next: page.Next}, nil
+	return heldList{Actions: out, Total: page.Total, Next: next, DiffsBounded: page.DiffBound || next != page.Next}, nil
 }
 
 // Decide implements admin.Handler: the host decides.
