@@ -238,21 +238,10 @@ func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) e
 			return 0, bad("it does not follow the segment before it (prev_hash %.12s…, want %.12s…)", h.prevHash, prev)
 		case h.first != next || h.last < h.first:
 			return 0, bad("it holds interactions %d to %d where %d was next", h.first, h.last, next)
-		case h.hash(body) != hash:
-			return 0, bad("its content does not match its hash")
 		}
-		plain := body
-		if h.sealed {
-			if s.sealer == nil {
-				return 0, fmt.Errorf("%w: job %s, segment %d: the history key (agent.history_key_file) is needed to read it", ErrArchiveSealed, taskID, h.idx)
-			}
-			n := s.sealer.aead.NonceSize()
-			if len(body) < n {
-				return 0, bad("sealed body too short")
-			}
-			if plain, err = s.sealer.aead.Open(nil, body[:n], body[n:], h.aad()); err != nil {
-				return 0, fmt.Errorf("%w: job %s, segment %d: it does not open with this key", ErrArchiveSealed, taskID, h.idx)
-			}
+		plain, err := s.openSegment(h, hash, body)
+		if err != nil {
+			return 0, err
 		}
 		count, err := eachLine(plain, each)
 		if err != nil {
@@ -267,6 +256,31 @@ func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) e
 		return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 	}
 	return next, nil
+}
+
+// openSegment returns the gzipped lines of the segment h whose stored
+// body and hash are body and hash, once body matches hash (else
+// ErrArchiveTampered), opened with the history key when it is sealed
+// (else ErrArchiveSealed).
+func (s *Store) openSegment(h segmentHead, hash string, body []byte) ([]byte, error) {
+	if h.hash(body) != hash {
+		return nil, fmt.Errorf("%w: job %s, segment %d: its content does not match its hash", ErrArchiveTampered, h.taskID, h.idx)
+	}
+	if !h.sealed {
+		return body, nil
+	}
+	if s.sealer == nil {
+		return nil, fmt.Errorf("%w: job %s, segment %d: the history key (agent.history_key_file) is needed to read it", ErrArchiveSealed, h.taskID, h.idx)
+	}
+	n := s.sealer.aead.NonceSize()
+	if len(body) < n {
+		return nil, fmt.Errorf("%w: job %s, segment %d: sealed body too short", ErrArchiveTampered, h.taskID, h.idx)
+	}
+	plain, err := s.sealer.aead.Open(nil, body[:n], body[n:], h.aad())
+	if err != nil {
+		return nil, fmt.Errorf("%w: job %s, segment %d: it does not open with this key", ErrArchiveSealed, h.taskID, h.idx)
+	}
+	return plain, nil
 }
 
 // eachLine calls each with every line of the gzipped body and returns how

@@ -46,8 +46,8 @@ func (s floodSource) Task(ctx context.Context, id string) (*tasks.Task, error) {
 	return t, nil
 }
 
-func (s floodSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, _, err := s.fakeSource.Job(ctx, taskID)
+func (s floodSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, _, err := s.fakeSource.Job(ctx, taskID, limit)
 	diff := "--- /dev/null\n+++ /sandbox/big.txt\n@@ -0,0 +1 @@\n+" + strings.Repeat("y", s.diffSize) + "\n"
 	// A requester's follow-up messages, told to the model at the next
 	// step (up to a MiB of them, agent.DefaultMaxPendingInput), and a

@@ -77,9 +77,16 @@ type Source interface {
 	// HeldAction returns the action actionID that taskID holds, as it
 	// is now; nil when taskID holds no such action.
 	HeldAction(ctx context.Context, taskID, actionID string) (*executor.Pending, error)
-	// Job returns the agent's job on taskID and its interactions, step by
-	// step; a nil job when the agent has none (or the node runs no agent).
-	Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error)
+	// Job returns the agent's job on taskID and its newest limit
+	// interactions, step by step, reading no others (agent.Store.Recent:
+	// their requests' messages may be left out); a nil job when the
+	// agent has none (or the node runs no agent). Sequences count the
+	// steps from 0: the first's is how many came before.
+	Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error)
+	// Proposer returns the step of the agent's job on taskID that
+	// proposed actionID (agent.Store.Proposer), among those Job did not
+	// return; nil when there is none.
+	Proposer(ctx context.Context, taskID, actionID string) (*agent.Interaction, error)
 	// Audit returns the audit entries f selects, in seq order
 	// (audit.Log.Query: with f.Newest, the last f.Limit of them).
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)

@@ -133,7 +133,7 @@ func heldPage(list []executor.Pending, q proposals.HeldQuery) *proposals.HeldPag
 	return page
 }
 
-func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {
+func (fakeSource) Job(context.Context, string, int) (*agent.Job, []agent.Interaction, error) {
 	j := &agent.Job{TaskID: "t1", Status: "held", Phase: "implement", Steps: 2, CostCents: 1.5, PromptTokens: 900, CompletionTokens: 80}
 	its := []agent.Interaction{
 		{Sequence: 0, Timestamp: t0, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "plan"}},
@@ -144,6 +144,12 @@ func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction,
 			Observation: &agent.Observation{Outcome: agent.ObsNeedsConfirmation, ActionID: "act-1", Reason: "reports/ is read by people", Diff: "+" + hostile}},
 	}
 	return j, its, nil
+}
+
+// Proposer finds no step: Job returns every step of fakeSource's job
+// (and of those that embed it), the page looks among them.
+func (fakeSource) Proposer(context.Context, string, string) (*agent.Interaction, error) {
+	return nil, nil
 }
 
 // hostileReasoning is a model's reasoning for the step that proposed

@@ -42,8 +42,12 @@ func (source) HeldPage(context.Context, proposals.HeldQuery) (*proposals.HeldPag
 func (source) HeldAction(context.Context, string, string) (*executor.Pending, error) {
 	return nil, nil
 }
-func (source) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {
+func (source) Job(context.Context, string, int) (*agent.Job, []agent.Interaction, error) {
 	return nil, nil, nil
+}
+
+func (source) Proposer(context.Context, string, string) (*agent.Interaction, error) {
+	return nil, nil
 }
 func (source) Audit(context.Context, audit.Filter) ([]audit.Entry, error) { return nil, nil }
 func (source) AuditCount(context.Context, audit.Filter) (int64, error)    { return 0, nil }

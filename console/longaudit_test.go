@@ -130,8 +130,8 @@ func TestTaskPageLongHistory(t *testing.T) {
 // page lists.
 type longJob struct{ fakeSource }
 
-func (s longJob) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, its, err := s.fakeSource.Job(ctx, taskID)
+func (s longJob) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, its, err := s.fakeSource.Job(ctx, taskID, limit)
 	for i := range 300 {
 		its = append(its, agent.Interaction{Sequence: 2 + i, Timestamp: t0, Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", Reasoning: "later thought"},
 			Observation: &agent.Observation{Outcome: agent.ObsCompleted}})
@@ -336,5 +336,62 @@ func TestCutDiffWarnsAndDownloads(t *testing.T) {
 	// Only a session downloads it.
 	if w := r.do("GET", link, nil, nil, nil); w.Code == http.StatusOK || strings.Contains(w.Body.String(), "harmless line") {
 		t.Errorf("without a session: %d", w.Code)
+	}
+}
+
+// newestSteps is fakeSource with an agent job of 10,000 steps, the first
+// proposing the held act-1, served as a store serves them: the newest
+// limit alone. It records the limits asked.
+type newestSteps struct {
+	fakeSource
+	limits *[]int
+}
+
+func (s newestSteps) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	*s.limits = append(*s.limits, limit)
+	j, _, err := s.fakeSource.Job(ctx, taskID, limit)
+	const steps = 10000
+	if limit <= 0 || limit > steps {
+		return nil, nil, fmt.Errorf("asked for %d steps: the page reads the whole history", limit)
+	}
+	var its []agent.Interaction
+	for seq := steps - limit; seq < steps; seq++ {
+		its = append(its, agent.Interaction{Sequence: seq, Timestamp: t0, Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", Reasoning: fmt.Sprintf("thought %d", seq)},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted}})
+	}
+	return j, its, err
+}
+
+// Proposer finds the step of fakeSource's job that proposed act-1.
+func (s newestSteps) Proposer(ctx context.Context, taskID, actionID string) (*agent.Interaction, error) {
+	_, its, err := s.fakeSource.Job(ctx, taskID, 0)
+	for i := len(its) - 1; i >= 0; i-- {
+		if o := its[i].Observation; o != nil && o.ActionID == actionID {
+			return &its[i], err
+		}
+	}
+	return nil, err
+}
+
+// A task page reads the newest MaxSteps steps of the agent's job, not
+// its whole history, counts the earlier ones, and finds the step that
+// proposed a held action among those by its id (Source.Proposer).
+// Before, it read every step (Source.Job had no bound) to show 200.
+func TestTaskPageReadsNewestSteps(t *testing.T) {
+	var limits []int
+	body := taskPage(t, newestSteps{fakeSource{dec: nil}, &limits})
+	if len(limits) != 1 || limits[0] != console.MaxSteps {
+		t.Fatalf("the page asked for %v steps, want %d", limits, console.MaxSteps)
+	}
+	if want := fmt.Sprintf("%d earlier steps are not shown", 10000-console.MaxSteps); !strings.Contains(body, want) {
+		t.Errorf("want the note %q", want)
+	}
+	if !strings.Contains(body, "thought 9999") || strings.Contains(body, fmt.Sprintf("thought %d<", 10000-console.MaxSteps-1)) {
+		t.Error("want the newest steps shown, and no older one")
+	}
+	held := body[strings.Index(body, `<section class="held" id="held-act-1">`):]
+	held = held[:strings.Index(held, "</section>")]
+	if !strings.Contains(held, "reasoning for step #1 ") {
+		t.Errorf("the held action does not show the reasoning of step #1, which proposed it:\n%s", held)
 	}
 }

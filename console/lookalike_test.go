@@ -52,8 +52,8 @@ func (s lookAlikeSource) Audit(ctx context.Context, f audit.Filter) ([]audit.Ent
 	return es, err
 }
 
-func (s lookAlikeSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, its, err := s.fakeSource.Job(ctx, taskID)
+func (s lookAlikeSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, its, err := s.fakeSource.Job(ctx, taskID, limit)
 	for i := range its {
 		if o := its[i].Observation; o != nil && o.Outcome == agent.ObsNeedsConfirmation {
 			o.Reason = lookAlikeReason

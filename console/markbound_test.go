@@ -25,8 +25,8 @@ type lookAlikeFloodSource struct {
 // lookAlikes is n bytes of Cyrillic а, one word that reads as Latin.
 func lookAlikes(n int) string { return strings.Repeat("\u0430", n/2) }
 
-func (s lookAlikeFloodSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, _, err := s.fakeSource.Job(ctx, taskID)
+func (s lookAlikeFloodSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, _, err := s.fakeSource.Job(ctx, taskID, limit)
 	var its []agent.Interaction
 	for i := range s.steps {
 		its = append(its, agent.Interaction{Sequence: i, Timestamp: t0,
@@ -123,8 +123,8 @@ func (s lookAlikeDiffSource) HeldPage(ctx context.Context, q proposals.HeldQuery
 	return heldPage(list, q), err
 }
 
-func (s lookAlikeDiffSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, its, err := s.fakeSource.Job(ctx, taskID)
+func (s lookAlikeDiffSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, its, err := s.fakeSource.Job(ctx, taskID, limit)
 	for i := range its {
 		if its[i].Observation != nil {
 			its[i].Observation.Diff = lookAlikeDiff(console.MaxStepText)

@@ -34,8 +34,8 @@ func (s everyHint) HeldPage(ctx context.Context, q proposals.HeldQuery) (*propos
 	return heldPage(list, q), err
 }
 
-func (s everyHint) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, its, err := s.fakeSource.Job(ctx, taskID)
+func (s everyHint) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, its, err := s.fakeSource.Job(ctx, taskID, limit)
 	long := strings.Repeat("y", console.MaxStepText+1)
 	for i := range console.MaxSteps {
 		its = append(its, agent.Interaction{Sequence: 2 + i, Timestamp: t0, Guidance: long,

@@ -306,15 +306,26 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		v.Files, v.LaterFiles = showPaths(p.PreImages)
 		d.Held = append(d.Held, v)
 	}
-	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
+	// The newest steps alone are read: a job's history can hold
+	// thousands.
+	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id, MaxSteps); err != nil {
 		c.failed(w, r, "the agent's job on task "+id, err)
 		return
 	}
 	for i := range d.Held {
-		d.Held[i].Step = proposer(d.Steps, d.Held[i].ActionID)
+		if d.Held[i].Step = proposer(d.Steps, d.Held[i].ActionID); d.Held[i].Step == nil && d.Job != nil {
+			// Proposed before the steps shown: looked up by its id.
+			if d.Held[i].Step, err = c.cfg.Source.Proposer(ctx, id, d.Held[i].ActionID); err != nil {
+				c.failed(w, r, "the agent's step that proposed action "+d.Held[i].ActionID, err)
+				return
+			}
+		}
 	}
 	if n := len(d.Steps); n > MaxSteps {
-		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
+		d.Steps = d.Steps[n-MaxSteps:]
+	}
+	if len(d.Steps) > 0 {
+		d.EarlierSteps = d.Steps[0].Sequence
 	}
 	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", Home: s.home(), CSRF: s.csrf, Data: d})
 }
@@ -327,8 +338,8 @@ func (c *Console) command(name string, args ...string) string {
 
 // proposer returns the step of steps that proposed actionID, the last
 // whose observation names it (as the runtime finds it to settle a
-// decision), among them all: the page shows only the newest MaxSteps,
-// and the proposer may be older. Nil when none does (a peer's action).
+// decision); nil when none does (a peer's action, or one proposed before
+// them: Source.Proposer finds it).
 func proposer(steps []agent.Interaction, actionID string) *agent.Interaction {
 	for i := len(steps) - 1; i >= 0; i-- {
 		if o := steps[i].Observation; o != nil && o.ActionID == actionID {

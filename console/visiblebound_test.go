@@ -68,8 +68,8 @@ func (s controlFloodSource) HeldPage(ctx context.Context, q proposals.HeldQuery)
 	return heldPage(list, q), err
 }
 
-func (s controlFloodSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
-	j, _, err := s.fakeSource.Job(ctx, taskID)
+func (s controlFloodSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
+	j, _, err := s.fakeSource.Job(ctx, taskID, limit)
 	text := controls(stepCtl, console.MaxStepText)
 	j.Reason = text
 	its := []agent.Interaction{{Sequence: 0, Timestamp: t0, Guidance: text,

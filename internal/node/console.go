@@ -82,7 +82,9 @@ func (s consoleSource) HeldAction(ctx context.Context, taskID, actionID string) 
 	return s.n.props.HeldAction(ctx, taskID, actionID)
 }
 
-func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
+// Job reads the job's newest limit steps alone (agent.Store.Recent): its
+// history may hold thousands.
+func (s consoleSource) Job(ctx context.Context, taskID string, limit int) (*agent.Job, []agent.Interaction, error) {
 	if s.n.agent == nil {
 		return nil, nil, nil
 	}
@@ -94,8 +96,15 @@ func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []ag
 	if err != nil {
 		return nil, nil, err
 	}
-	its, err := store.Interactions(ctx, taskID)
+	its, _, err := store.Recent(ctx, taskID, limit)
 	return j, its, err
+}
+
+func (s consoleSource) Proposer(ctx context.Context, taskID, actionID string) (*agent.Interaction, error) {
+	if s.n.agent == nil {
+		return nil, nil
+	}
+	return s.n.agent.Store().Proposer(ctx, taskID, actionID)
 }
 
 func (s consoleSource) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
