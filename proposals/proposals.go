@@ -690,6 +690,17 @@ func (p *Proposals) TaskEnded(ctx context.Context, taskID string) (int, error) {
 	return p.withdraw(ctx, taskID, ended(t.Status.State)), nil
 }
 
+// Ended withdraws the actions t still holds, t having ended (wire it as
+// tasks.ServiceOptions.Ended): none of them can run any more, and no
+// list should offer an operator a decision the node would refuse. A
+// task that has not ended keeps its actions. A withdrawal that fails is
+// logged; the next reconcile pass tries again.
+func (p *Proposals) Ended(ctx context.Context, t *tasks.Task) {
+	if t.Status.State.Terminal() {
+		p.withdraw(ctx, t.ID, ended(t.Status.State))
+	}
+}
+
 // ended is why the actions of a task that ended in state are withdrawn.
 func ended(state tasks.State) string { return "the task ended (" + string(state) + ")" }
 

@@ -284,6 +284,7 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 		return nil, fmt.Errorf("tasks: apply to %s: %w", taskID, err)
 	}
 	s.publishWrite(ctx, taskID, evs)
+	s.ended(ctx, t)
 	return t, nil
 }
 

@@ -60,6 +60,14 @@ type ServiceOptions struct {
 	// Agent works on tasks whose messages carry no proposal (free text);
 	// nil leaves them as they are, submitted.
 	Agent Agent
+	// Ended, when set, is called with a task once this Service wrote it
+	// ended (completed, failed or canceled: a follow-up message's run or
+	// refusal, a cancel, a worker's outcome), after the write and outside
+	// the task's lock; again for a cancel of a task already canceled.
+	// The node withdraws there the actions the task still held, which no
+	// decision can reach any more. Another process's writes do not call
+	// it (the node's reconcile pass finds those).
+	Ended func(ctx context.Context, t *Task)
 	// KeepResults, when above 0, keeps the answer of each message/send
 	// request (through the handler Register installs) that creates a
 	// task — the task as created — as the request's result for this long,
@@ -131,6 +139,7 @@ type Service struct {
 	keys       *keyCache
 	log        *slog.Logger
 	runner     Runner
+	onEnded    func(ctx context.Context, t *Task)
 	agent      Agent
 	keep       time.Duration
 	streams    *streamLimits
@@ -159,6 +168,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		log:        opts.Logger,
 		runner:     opts.Runner,
 		agent:      opts.Agent,
+		onEnded:    opts.Ended,
 		keep:       opts.KeepResults,
 		streams:    newStreamLimits(opts),
 		life:       opts.Lifetime,
@@ -617,8 +627,25 @@ func rememberClaim(ctx context.Context) error {
 
 // change runs write on the current task under the task's lock, again when
 // it fails with a version conflict (another process wrote first). A task
-// that does not exist is 1001.
+// that does not exist is 1001. A task it leaves ended goes to
+// ServiceOptions.Ended once the lock is released.
 func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (*Task, error)) (*Task, error) {
+	t, err := s.changeLocked(ctx, id, write)
+	if err == nil {
+		s.ended(ctx, t)
+	}
+	return t, err
+}
+
+// ended calls ServiceOptions.Ended with t when t has ended.
+func (s *Service) ended(ctx context.Context, t *Task) {
+	if s.onEnded != nil && t != nil && t.Status.State.Terminal() {
+		s.onEnded(ctx, t)
+	}
+}
+
+// changeLocked is change under the task's lock.
+func (s *Service) changeLocked(ctx context.Context, id string, write func(cur *Task) (*Task, error)) (*Task, error) {
 	defer s.lockTask(id).Unlock()
 	for attempt := 1; ; attempt++ {
 		cur, err := s.store.Get(ctx, id)

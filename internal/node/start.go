@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
@@ -134,6 +135,9 @@ type wiring struct {
 	router    *snap.Router
 	mx        *metrics.Metrics
 	server    *snap.Server
+	// props are the node's proposals once startProposals made them, for
+	// the task service's Ended (the agent may end tasks before).
+	props atomic.Pointer[proposals.Proposals]
 }
 
 // startRelay starts the embedded relay when no relay is configured. It
@@ -367,6 +371,16 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		// The runner needs only the executor: the task service is built
 		// on it, and the proposals' lifecycle on the task service.
 		opts.Runner = proposals.NewRunner(n.exec.exec, logger.With("part", "proposals"), w.o.pause)
+		// A task this process ends (a follow-up message's run or
+		// refusal, a cancel, the agent's outcome) gives up at once the
+		// actions it still held, which no decision can reach any more:
+		// no list offers them. Before the proposals are made, the
+		// start's reconcile pass withdraws them.
+		opts.Ended = func(ctx context.Context, t *tasks.Task) {
+			if p := w.props.Load(); p != nil {
+				p.Ended(context.WithoutCancel(ctx), t)
+			}
+		}
 		// A new task and its request's result are written together.
 		opts.KeepResults = w.validator.Retention()
 	} else {
@@ -492,6 +506,7 @@ func (w *wiring) startProposals(ctx context.Context) error {
 	if n.props, err = proposals.New(pcfg); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	w.props.Store(n.props)
 	// Before the first request: a retry finds its task ended. On a
 	// shared database a younger task may be a replica's, running: the
 	// periodic passes take it up once it is older.
