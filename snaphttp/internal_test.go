@@ -1,8 +1,10 @@
 package snaphttp
 
 import (
+	"errors"
 	"io"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -86,6 +88,36 @@ func TestReadLargestMaxBody(t *testing.T) {
 		}
 		if b, err := readAll(strings.NewReader(msg), s.cfg.MaxBody); err != nil || string(b) != msg {
 			t.Fatalf("body of %d bytes: read %d, %v", n, len(b), err)
+		}
+	}
+}
+
+// A WebSocket message over MaxBody is read into no more memory than one
+// within it: the reader stops at MaxBody+1 bytes, and does not grow its
+// buffer past that (twice as large again) to learn the message went on.
+func TestReadWebSocketOverTheLimitHoldsNoMore(t *testing.T) {
+	const limit = 256 << 10
+	s := &Server{cfg: Config{MaxBody: limit}}
+	alloc := func(n int) uint64 {
+		msg := strings.NewReader(strings.Repeat("x", n))
+		var least uint64 = math.MaxUint64
+		for range 5 { // the least of a few: another goroutine may allocate
+			msg.Seek(0, io.SeekStart)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := s.readWebSocket(msg)
+			runtime.ReadMemStats(&after)
+			if n > limit && !errors.Is(err, errTooLarge) {
+				t.Fatalf("a message of %d bytes: %v, want errTooLarge", n, err)
+			}
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+		}
+		return least
+	}
+	within := alloc(limit)
+	for _, n := range []int{limit + 1, limit + 10<<10} {
+		if over := alloc(n); over > within+within/4 {
+			t.Errorf("a message of %d bytes, over the limit of %d: read with %d bytes allocated, one of %d bytes with %d", n, limit, over, limit, within)
 		}
 	}
 }

@@ -689,12 +689,16 @@ func (s *Server) readWebSocket(r io.Reader) ([]byte, error) {
 	bp := s.wsReads.Get(wsMessageBuffer)
 	defer s.wsReads.Put(bp)
 	lent := (*bp)[:0:min(int64(len(*bp)), pastLimit(s.cfg.MaxBody))]
-	b, err := readInto(io.LimitReader(r, pastLimit(s.cfg.MaxBody)), s.cfg.MaxBody, lent)
+	// Bounded as a POST's body is: the read fails once past MaxBody,
+	// the buffer still within MaxBody+1 bytes. A reader that ended there
+	// instead (io.LimitReader) would have readInto double its full
+	// buffer to look for more.
+	b, err := readInto(http.MaxBytesReader(nil, io.NopCloser(r), s.cfg.MaxBody), s.cfg.MaxBody, lent)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return nil, errTooLarge
+	}
 	if err != nil {
 		return nil, err
-	}
-	if int64(len(b)) > s.cfg.MaxBody {
-		return nil, errTooLarge
 	}
 	if cap(b) <= cap(lent) { // still the lent buffer: it grows only larger
 		return bytes.Clone(b), nil
