@@ -2,6 +2,7 @@ package snaphttp_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -351,6 +352,13 @@ func TestShutdownAnswersRequestOnNewConnection(t *testing.T) {
 // the server stopped reading.
 func halfFrameAtShutdown(t *testing.T, mutate func(*snaphttp.Config)) (c net.Conn, rest []byte, stopped chan error) {
 	t.Helper()
+	return halfMessageAtShutdown(t, mutate, func(t *testing.T) []byte { return raw(t, request(t, "tasks/get", `{"taskId":"t-3"}`)) })
+}
+
+// halfMessageAtShutdown is halfFrameAtShutdown whose third message is
+// third's.
+func halfMessageAtShutdown(t *testing.T, mutate func(*snaphttp.Config), third func(*testing.T) []byte) (c net.Conn, rest []byte, stopped chan error) {
+	t.Helper()
 	entered := make(chan struct{})
 	h := &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
 		close(entered)
@@ -374,15 +382,15 @@ func halfFrameAtShutdown(t *testing.T, mutate func(*snaphttp.Config)) (c net.Con
 	base := counter.n
 	counter.mu.Unlock()
 
-	m := raw(t, request(t, "tasks/get", `{"taskId":"t-3"}`))
-	third := clientFrame(true, 0x1, m)
+	m := third(t)
+	frame := clientFrame(true, 0x1, m)
 	wire := clientFrame(true, 0x1, raw(t, request(t, "message/stream", `{}`)))
 	wire = append(wire, clientFrame(true, 0x1, raw(t, request(t, "tasks/get", `{"taskId":"t-2"}`)))...)
 	// The third frame's header, at least, is read: the server is in its
 	// message (reading it, or waiting for memory to read it).
-	begun := len(wire) + len(third) - len(m)
-	wire = append(wire, third[:len(third)/2]...)
-	rest = third[len(third)/2:]
+	begun := len(wire) + len(frame) - len(m)
+	wire = append(wire, frame[:len(frame)/2]...)
+	rest = frame[len(frame)/2:]
 	if _, err := c.Write(wire); err != nil {
 		t.Fatal(err)
 	}
@@ -468,6 +476,37 @@ func restRefused(t *testing.T, c net.Conn, rest []byte, stopped <-chan error) {
 
 // A request whose frame does not come whole within ShutdownReadTimeout of
 // shutdown gets the close 1001, and shutdown does not wait for it longer.
+// A message over MaxBody half received when shutdown begins is read to
+// its end once its rest comes, as a request is, and answered, as it is
+// when no shutdown runs, by the signed 1004 naming the limit, before the
+// close 1001. Before, it got the close alone: the reader, stopped, did
+// not say the message was too large.
+func TestWebSocketShutdownAnswersAMessageOverTheLimit(t *testing.T) {
+	const limit = 16 << 10
+	c, rest, stopped := halfMessageAtShutdown(t, func(c *snaphttp.Config) {
+		c.ShutdownReadTimeout = time.Minute
+		c.MaxBody = limit
+	}, func(*testing.T) []byte { return bytes.Repeat([]byte("x"), limit+4<<10) })
+	if _, err := c.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the message over the limit half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
+	}
+	v, err := snap.NewValidator(snap.Config{}).Validate(context.Background(), p)
+	if err != nil || !v.Signed || v.Type != snap.TypeResponse {
+		t.Fatalf("the message over the limit half received at shutdown: %s (%v), want a signed response", p, err)
+	}
+	if se := snap.ResponseError(v.Payload); se == nil || se.Code != snap.CodeInvalidPayload || se.Data["limit"] != float64(limit) {
+		t.Fatalf("the message over the limit half received at shutdown: %s, want 1004 with limit %d", v.Payload, limit)
+	}
+	readGoingAway(t, c)
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
 func TestWebSocketShutdownFrameNotFinished(t *testing.T) {
 	c, _, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) { c.ShutdownReadTimeout = 50 * time.Millisecond })
 	readGoingAway(t, c)

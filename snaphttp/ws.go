@@ -43,7 +43,8 @@ import (
 // silence. A message over MaxBody, in one frame or several, is not
 // handled: once the requests before it are answered, it gets the signed
 // 1004 {field: "message", constraint: "maxSize", limit} a POST over it
-// gets, then the close 1009 (message too big); its rest is read and
+// gets, then the close 1009 (message too big; 1001 when shutdown began
+// meanwhile); its rest is read and
 // dropped first, up to MaxBody more, so that the peer, still sending it,
 // reads the answer rather than a reset. A request that finds no room in AnswerMemory for its answer
 // (a reservation, taken before it is handled) gets the signed busy
@@ -481,13 +482,15 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 			return
 		}
 		if err != nil {
-			if wc.readStopped() {
-				return // shutdown: the serve loop refuses what was read
-			}
 			if errors.Is(err, errTooLarge) {
-				log.Debug("snaphttp: WebSocket message over the limit; answered 1004 and closed with 1009", "limit", wc.s.cfg.MaxBody)
+				// Refused by the serve loop, at shutdown too (see
+				// refuseReadAhead).
+				log.Debug("snaphttp: WebSocket message over the limit; answered 1004 and closed", "limit", wc.s.cfg.MaxBody)
 				wc.tooLarge = true
 				return
+			}
+			if wc.readStopped() {
+				return // shutdown: the serve loop refuses what was read
 			}
 			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 				log.Debug("snaphttp: WebSocket peer silent; closing", "timeout", wait)
@@ -577,9 +580,9 @@ func (wc *wsConn) readStopped() bool {
 // refuseReadAhead answers, once shutdown began, each request read ahead
 // and not yet handled, and the one the reader finishes (see stopReading),
 // in order, by the signed shutdown refusal (5003 {retryAfter, reason:
-// "shutdown"}), and a binary frame that stopped the reader by its own
-// refusal: every request the node read gets an answer before the close
-// 1001. The refusals are written as any answer is,
+// "shutdown"}), and a binary frame or a message over MaxBody that
+// stopped the reader by its own refusal: every request the node read
+// gets an answer before the close 1001. The refusals are written as any answer is,
 // within the shutdown's time (ShutdownTimeout).
 func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
 	s := wc.s
@@ -592,8 +595,11 @@ func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
 		o.final(wc.ctx, s.cfg.Handler.Refuse(shutdownRefusal()))
 		o.unbusy()
 	}
-	if wc.binary {
+	switch {
+	case wc.binary:
 		o.final(wc.ctx, s.cfg.Handler.Refuse(binaryRefusal()))
+	case wc.tooLarge:
+		o.final(wc.ctx, s.cfg.Handler.Refuse(tooLargeRefusal("the message", s.cfg.MaxBody)))
 	}
 }
 
