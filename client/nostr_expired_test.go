@@ -100,3 +100,30 @@ func TestNostrIgnoresExpiredReplies(t *testing.T) {
 		t.Errorf("an expired reply alone: %v; want a time-out naming the expired reply", err)
 	}
 }
+
+// A reply expiring at the very second of the requester's clock has
+// expired, as relays and the node's inbox count it; one expiring the next
+// second has not.
+func TestNostrReplyExpiringNowHasExpired(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := relaytest.Serve(t, embedded.Config{DBPath: ":memory:", Logger: quiet,
+		Now: func() time.Time { return time.Now().Add(-time.Hour) }, CreatedAtUpperLimit: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
+	pool.Start(ctx)
+	t.Cleanup(func() { cancel(); pool.Close() })
+	target := client.Target{Address: addr(serverKey), PubKey: serverKey.NostrPublicKey()}
+	now := time.Now().Truncate(time.Second).Add(500 * time.Millisecond)
+
+	f := &expiredReplier{Pool: pool, t: t, seal: snapnostr.NewSealer(serverKey, 4), exps: []int64{now.Unix(), now.Unix() + 1}}
+	c := client.NewNostr(client.NostrConfig{Key: clientKey, Relays: f, Logger: quiet, Now: func() time.Time { return now }})
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	resp, err := c.Request(rctx, target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: true})
+	if err != nil {
+		t.Fatalf("a reply expiring now, then one expiring the next second: %v", err)
+	}
+	if exp, ok := snapnostr.Expiration(resp.Event); !ok || int64(exp) != now.Unix()+1 {
+		t.Errorf("took the reply expiring at %d (%v), want the one expiring at %d", exp, ok, now.Unix()+1)
+	}
+}
