@@ -83,8 +83,9 @@ type Config struct {
 	Now func() time.Time
 
 	// MaxBody bounds a posted message and a WebSocket message, in bytes;
-	// a larger one gets 413 (HTTP) or close 1009 (WebSocket), both after
-	// the signed 1004 {field: "message", constraint: "maxSize", limit}.
+	// a larger one gets the error 1004 {field: "message", constraint:
+	// "maxSize", limit}: in an HTTP 413's body (unsigned, as every HTTP
+	// refusal), or over WebSocket as a signed response, then close 1009.
 	MaxBody int64
 	// MaxResponse bounds one serialized response or stream event sent
 	// over HTTP, SSE or WebSocket, in bytes (default DefaultMaxResponse).
