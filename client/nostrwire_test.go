@@ -67,7 +67,9 @@ func TestNostrRequestOnTheWire(t *testing.T) {
 		kind    int
 	}{{false, 21339}, {true, 4339}} {
 		rec.steps, rec.filters, rec.events = nil, nil, nil
-		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		// Long enough for the subscription and the publish on a loaded
+		// machine (300 ms was not, under -race); no agent answers.
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := c.To(target, tc.persist).Send(rctx, "tasks/get", []byte(`{"taskId":"t"}`))
 		rcancel()
 		if !errors.Is(err, client.ErrTimeout) {
