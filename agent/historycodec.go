@@ -138,7 +138,7 @@ func (d *historyDecoder) decode(b []byte) (Interaction, error) {
 			return Interaction{}, fmt.Errorf("interaction %d: request.messages_sha256: %w", it.Sequence, ErrHistoryMismatch)
 		}
 	}
-	it.Request = Request{Messages: msgs, Prompt: sr.Prompt, FilesContext: sr.FilesContext, Metadata: sr.Metadata}
+	it.Request = Request{Messages: msgs, MessagesSHA256: sr.SHA256, Prompt: sr.Prompt, FilesContext: sr.FilesContext, Metadata: sr.Metadata}
 	if len(msgs) > 0 {
 		if d.msgs == nil {
 			d.msgs = make(map[int][]ChatMessage)

@@ -157,10 +157,14 @@ type Interaction struct {
 
 // Request is what one model call sent.
 type Request struct {
-	Messages     []ChatMessage   `json:"messages,omitempty"`
-	Prompt       string          `json:"prompt,omitempty"`
-	FilesContext []string        `json:"files_context,omitempty"`
-	Metadata     RequestMetadata `json:"metadata"`
+	Messages []ChatMessage `json:"messages,omitempty"`
+	// MessagesSHA256 is the SHA-256 of Messages as the store checked
+	// it (see messagesHash): a history read back from its export is
+	// checked against it by Replay.
+	MessagesSHA256 string          `json:"messages_sha256,omitempty"`
+	Prompt         string          `json:"prompt,omitempty"`
+	FilesContext   []string        `json:"files_context,omitempty"`
+	Metadata       RequestMetadata `json:"metadata"`
 }
 
 // RequestMetadata are a model call's parameters.
@@ -213,6 +217,17 @@ type Observation struct {
 	Diff     string          `json:"diff,omitempty"`
 	// Text is exactly what the model was told.
 	Text string `json:"text,omitempty"`
+	// HeldReason is why the action was held for an operator (the rule
+	// of the policy that held it), kept when the operator's decision
+	// gives the step its outcome.
+	HeldReason string `json:"held_reason,omitempty"`
+	// DecidedBy is who approved or denied the held action (an
+	// operator's identity, or "host"); "" when the node learned the
+	// decision from the executor's record after a stop (the audit log
+	// names the operator under action_id).
+	DecidedBy string `json:"decided_by,omitempty"`
+	// DecidedAt is when the job was given the decision.
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }
 
 // RecoveryPoint marks a completed phase the job can resume from.

@@ -22,7 +22,8 @@ func (e *ReplayError) Error() string {
 }
 
 // Replay re-validates a job's history, interaction by interaction, as the
-// runtime produced it: sequences count from 0 without gaps, timestamps
+// runtime produced it: sequences count from 0 without gaps, the messages
+// of a call hash to its MessagesSHA256 when it has one, timestamps
 // never go back, a call is made only while the job runs and none after it
 // ended, every stored answer parses again (with maxAnswer, the runtime's
 // cap) to the recorded kind and action (and an invalid one still fails;
@@ -31,7 +32,9 @@ func (e *ReplayError) Error() string {
 // the call's and at most MaxLateLines are told,
 // every state transition is one the runtime makes for that answer and
 // observation (the last may end the job CANCELED: the step its cancel
-// gave up), and the job's status agrees with the last transition. It
+// gave up), what a step's observation says the model was told is what
+// the next call sent after its answer (replayTold), and the job's status
+// agrees with the last transition. It makes no model call. It
 // returns the first inconsistency as a *ReplayError, nil when there is
 // none.
 func Replay(h *History, maxAnswer int) error {
@@ -41,12 +44,21 @@ func Replay(h *History, maxAnswer int) error {
 	if h.JobID == "" {
 		return fail(-1, "job_id", "empty")
 	}
-	var last *Interaction
+	// Each step in its place, with the messages its hash says were sent,
+	// first: the checks below compare a step with the next one's
+	// messages.
 	for i := range h.Interactions {
 		it := &h.Interactions[i]
 		if it.Sequence != i {
-			return fail(it.Sequence, "sequence", "is %d where %d was expected", it.Sequence, i)
+			return fail(i, "sequence", "missing or out of order: interaction %d is in its place", it.Sequence)
 		}
+		if sum := it.Request.MessagesSHA256; sum != "" && messagesHash(it.Request.Messages) != sum {
+			return fail(i, "request.messages_sha256", "the messages do not hash to it: the request was altered")
+		}
+	}
+	var last *Interaction
+	for i := range h.Interactions {
+		it := &h.Interactions[i]
 		if last != nil {
 			if it.Timestamp.Before(last.Timestamp) {
 				return fail(i, "timestamp", "%s is before the previous interaction's %s", it.Timestamp, last.Timestamp)
@@ -74,6 +86,11 @@ func Replay(h *History, maxAnswer int) error {
 		}
 		if err := replayTransition(it, i == len(h.Interactions)-1); err != nil {
 			return err
+		}
+		if i+1 < len(h.Interactions) {
+			if err := replayTold(it, &h.Interactions[i+1]); err != nil {
+				return err
+			}
 		}
 		last = it
 	}
@@ -196,6 +213,41 @@ func replayTransition(it *Interaction, last bool) error {
 	if !slices.Contains(allowed, after) {
 		return &ReplayError{Sequence: it.Sequence, Field: "response.new_status",
 			Message: fmt.Sprintf("%s → %s after a %s %s (observation %q); the runtime goes to %v", before, after, r.Kind, r.Action, obs, allowed)}
+	}
+	return nil
+}
+
+// replayTold checks the step it against what the call after it, next,
+// was sent: the model's answer is sent back to it, as the last step,
+// followed by exactly what the model was told of it (observation.text).
+// An observation an operator's decision gave later is not checked (the
+// decision may have come while the next call was made), nor a step the
+// next call did not show (a new phase).
+func replayTold(it, next *Interaction) error {
+	o, msgs := it.Observation, next.Request.Messages
+	switch {
+	case o == nil || o.Text == "" || len(msgs) == 0,
+		it.Response.Kind == KindAPIError, it.Response.Kind == KindCanceled,
+		o.DecidedAt != nil, o.Outcome == ObsApproved, o.Outcome == ObsDenied:
+		return nil
+	}
+	answer := answerText(it.Response.RawResponse)
+	if it.Response.Kind == KindInvalid {
+		answer = fitText(answer, maxGuidance) // as the prompt shows it
+	}
+	at := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleAssistant {
+			at = i
+			break
+		}
+	}
+	if answer == "" || at < 0 || msgs[at].Content != answer {
+		return nil
+	}
+	if at+1 >= len(msgs) || msgs[at+1].Content != o.Text {
+		return &ReplayError{Sequence: it.Sequence, Field: "observation.text",
+			Message: fmt.Sprintf("is not what interaction %d was sent after this step's answer", next.Sequence)}
 	}
 	return nil
 }

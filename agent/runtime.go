@@ -457,7 +457,9 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 
 // settleHeld records in the history what became of an action a job held:
 // the interaction that proposed it gets the outcome (approved, denied,
-// withdrawn as denied) and, when it ran, its diff.
+// withdrawn as denied) and, when it ran, its diff; a decision keeps the
+// reason the action was held for (held_reason) and says who took it and
+// when.
 func (r *Runtime) settleHeld(ctx context.Context, taskID string, res *executor.Result, outcome string) error {
 	its, err := r.cfg.Store.Interactions(ctx, taskID)
 	if err != nil {
@@ -468,8 +470,22 @@ func (r *Runtime) settleHeld(ctx context.Context, taskID string, res *executor.R
 		if it.Observation == nil || it.Observation.ActionID != res.ActionID {
 			continue
 		}
+		held := it.Observation
 		o := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
 		o.Outcome = outcome
+		if outcome != ObsNeedsConfirmation {
+			o.HeldReason = held.HeldReason
+			if o.HeldReason == "" && held.Outcome == ObsNeedsConfirmation {
+				o.HeldReason = held.Reason
+			}
+			now := r.cfg.Now().UTC()
+			o.DecidedBy, o.DecidedAt = res.DecidedBy, &now
+			if held.DecidedAt != nil && held.Outcome == outcome && res.DecidedBy == "" {
+				// The same decision handed again from the executor's
+				// record (a restart's reconcile): the first says who.
+				o.DecidedBy, o.DecidedAt = held.DecidedBy, held.DecidedAt
+			}
+		}
 		it.Observation = o
 		return r.cfg.Store.ReplaceInteraction(ctx, taskID, &it)
 	}

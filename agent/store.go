@@ -1273,6 +1273,15 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
+	next := 0
+	if len(its) > 0 {
+		next = its[len(its)-1].Sequence + 1
+	}
+	if next < j.NextSeq {
+		// The newest steps are gone: nothing after them shows the gap.
+		return nil, fmt.Errorf("agent: history of job %s: interaction %d: missing: the job recorded interactions up to %d: %w",
+			taskID, next, j.NextSeq-1, ErrHistoryMismatch)
+	}
 	rps, err := s.RecoveryPoints(ctx, taskID)
 	if err != nil {
 		return nil, err

@@ -276,11 +276,11 @@ func (e *Executor) approve(ctx context.Context, j *journal, r *record, actor str
 		if !errors.As(err, &pe) {
 			return nil, err
 		}
-		res := &Result{ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action}
+		res := &Result{ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action, DecidedBy: actor}
 		return e.failRecord(ctx, j, r, res, actor, &Failure{Code: string(pe.Code), Message: pe.Message})
 	}
 	j.setRisk(e.levels, it.risk)
-	res := &Result{ActionID: r.ActionID, ProposalID: it.proposalID, Action: it.action}
+	res := &Result{ActionID: r.ActionID, ProposalID: it.proposalID, Action: it.action, DecidedBy: actor}
 	dec, operator := e.judge(ctx, it, r.Requester, false)
 	j.add(judgedEntry(actor, dec, operator, false))
 	if dec.Effect == policy.Deny {
@@ -357,7 +357,7 @@ func (e *Executor) DenyThen(ctx context.Context, actionID, approver, reason stri
 	j.then = then
 	j.add(audit.Entry{Actor: actor, Step: audit.StepDenied, Decision: "deny", Reason: reason})
 	res := &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,
-		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message}
+		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message, DecidedBy: actor}
 	// The record denied and its audit entry, in one commit; none if
 	// another call took the action first.
 	err = j.last(res).commit(ctx, func(ctx context.Context, tx *sql.Tx) error {

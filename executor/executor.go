@@ -313,6 +313,10 @@ type Result struct {
 	Reason string
 	// Response is FINISH's response, the task's answer.
 	Response string
+	// DecidedBy is who approved or denied a held action (Approve, Deny):
+	// "operator:" and the operator's identity, or Host, as the audit
+	// log's actor; "" for any other result.
+	DecidedBy string
 }
 
 // Errors of Run, Approve, Deny and Rollback.

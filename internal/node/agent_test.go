@@ -532,6 +532,11 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "The operator approved action") {
 			t.Fatalf("the decision was not told to the model")
 		}
+		// The history keeps why the action was held and who let it through.
+		if o := a.history(t, id).Interactions[0].Observation; o == nil || o.Outcome != agent.ObsApproved ||
+			!strings.Contains(o.HeldReason, "requires confirmation") || o.DecidedBy != "host" || o.DecidedAt == nil {
+			t.Fatalf("the approved step's observation: %+v", o)
+		}
 	})
 
 	t.Run("progress streamed, one event a step", func(t *testing.T) {
