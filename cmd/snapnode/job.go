@@ -249,6 +249,15 @@ func (c *cli) printHistory(fs *flag.FlagSet, stores jobStores, format, id string
 		}
 		if o := it.Observation; o != nil {
 			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
+			if o.HeldReason != "" {
+				fmt.Fprintf(c.stdout, "    held: %s\n", shown(o.HeldReason))
+			}
+			switch {
+			case o.DecidedAt != nil && o.DecidedBy != "":
+				fmt.Fprintf(c.stdout, "    decided by %s at %s\n", shown(o.DecidedBy), o.DecidedAt.Format("15:04:05"))
+			case o.DecidedAt != nil:
+				fmt.Fprintf(c.stdout, "    decided at %s (the audit log names who, under action %s)\n", o.DecidedAt.Format("15:04:05"), shown(o.ActionID))
+			}
 		}
 		for _, w := range after {
 			if w.open {

@@ -450,3 +450,33 @@ func TestJobHistoryTellsGivenUpCancels(t *testing.T) {
 		t.Fatalf("job replay: exit %d: %s", code, errOut.String())
 	}
 }
+
+// The text history of a step whose held action an operator decided says
+// why it was held and who decided, and when: before, it showed only the
+// outcome ("approved"), the hold's reason gone.
+func TestJobHistoryTellsTheDecision(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, st, j, t0 := newJob(t, dir, "job-decided")
+	const del = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"DELETE_FILE","args":{"path":"/sandbox/a.md"}}`
+	at := t0.Add(90 * time.Second)
+	it := &agent.Interaction{Sequence: 0, Timestamp: t0, StateBefore: agent.Running,
+		Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+		Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: del, NewStatus: agent.InterventionRequired},
+		Observation: &agent.Observation{Outcome: agent.ObsApproved, ActionID: "act-1", Text: "{}",
+			HeldReason: "policy \"destructive\" requires confirmation\nfor DELETE_FILE", DecidedBy: "operator:bc1p-op", DecidedAt: &at}}
+	j.Status, j.NextSeq, j.Steps = agent.InterventionRequired, 1, 1
+	if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--format", "text", "--data-dir", dir, "job-decided"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	want := "    approved \n    held: policy \"destructive\" requires confirmation⟨U+000A⟩for DELETE_FILE\n    decided by operator:bc1p-op at 10:01:30\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
+	}
+}
