@@ -111,6 +111,12 @@ func encodeInteraction(it *Interaction) ([]byte, error) {
 // Interactions with their exact messages.
 type historyDecoder struct {
 	msgs map[int][]ChatMessage // by sequence: each interaction's messages
+	// lastOnly keeps the messages of the newest interaction that has
+	// any, and forgets the others': the runtime stores a call's messages
+	// as what they add to that interaction's (see Runtime's call), so a
+	// history read in order needs no other, and a stream of it holds
+	// one call's messages at a time.
+	lastOnly bool
 }
 
 // decode is the Interaction stored as b; the interactions before it went
@@ -142,6 +148,9 @@ func (d *historyDecoder) decode(b []byte) (Interaction, error) {
 	if len(msgs) > 0 {
 		if d.msgs == nil {
 			d.msgs = make(map[int][]ChatMessage)
+		}
+		if d.lastOnly {
+			clear(d.msgs)
 		}
 		d.msgs[it.Sequence] = msgs
 	}

@@ -38,74 +38,127 @@ func (e *ReplayError) Error() string {
 // returns the first inconsistency as a *ReplayError, nil when there is
 // none.
 func Replay(h *History, maxAnswer int) error {
-	fail := func(seq int, field, format string, args ...any) error {
-		return &ReplayError{Sequence: seq, Field: field, Message: fmt.Sprintf(format, args...)}
-	}
 	if h.JobID == "" {
-		return fail(-1, "job_id", "empty")
+		return &ReplayError{Sequence: -1, Field: "job_id", Message: "empty"}
 	}
-	// Each step in its place, with the messages its hash says were sent,
-	// first: the checks below compare a step with the next one's
-	// messages.
+	r := NewReplayer(maxAnswer)
 	for i := range h.Interactions {
-		it := &h.Interactions[i]
-		if it.Sequence != i {
-			return fail(i, "sequence", "missing or out of order: interaction %d is in its place", it.Sequence)
-		}
-		if sum := it.Request.MessagesSHA256; sum != "" && messagesHash(it.Request.Messages) != sum {
-			return fail(i, "request.messages_sha256", "the messages do not hash to it: the request was altered")
-		}
-	}
-	var last *Interaction
-	for i := range h.Interactions {
-		it := &h.Interactions[i]
-		if last != nil {
-			if it.Timestamp.Before(last.Timestamp) {
-				return fail(i, "timestamp", "%s is before the previous interaction's %s", it.Timestamp, last.Timestamp)
-			}
-			if last.Response.NewStatus.Terminal() {
-				return fail(i, "state_before", "a call after the job ended %s", last.Response.NewStatus)
-			}
-		}
-		if it.StateBefore != Running && it.StateBefore != Reviewing {
-			return fail(i, "state_before", "%s: the model is called only while the job runs", it.StateBefore)
-		}
-		if (it.StateBefore == Reviewing) != (it.Request.Metadata.Role == RoleSupervisor) {
-			return fail(i, "request.metadata.role", "%s while the job is %s: the supervisor answers exactly in the review", it.Request.Metadata.Role, it.StateBefore)
-		}
-		if n := len(it.Response.LateLines); n > MaxLateLines {
-			return fail(i, "response.late_lines", "%d late lines; a worker that writes more than %d is stopped", n, MaxLateLines)
-		}
-		for _, s := range it.Response.LateLines {
-			if s < 0 || s >= it.Sequence {
-				return fail(i, "response.late_lines", "a late line for step %d skipped during step %d: only a line for a past step is skipped", s, it.Sequence)
-			}
-		}
-		if err := replayResponse(it, maxAnswer); err != nil {
+		if err := r.Add(&h.Interactions[i]); err != nil {
 			return err
 		}
-		if err := replayTransition(it, i == len(h.Interactions)-1); err != nil {
+	}
+	return r.End(h)
+}
+
+// A Replayer is Replay over a history given one interaction at a time
+// (Add), then the rest of it (End): it holds the last interaction it
+// was given, not the history, so a long history replays in bounded
+// memory (Store.ReplayJob, ReplayJSON).
+type Replayer struct {
+	maxAnswer int
+	n         int          // interactions given
+	last      *Interaction // the one before pending, checked
+	pending   *Interaction // the newest, checked but against the next
+	// ending are the sequences of the COMPLETED and FINISH answers: the
+	// steps a recovery point may name.
+	ending map[int]bool
+}
+
+// NewReplayer returns a Replayer that parses answers with maxAnswer, the
+// runtime's cap.
+func NewReplayer(maxAnswer int) *Replayer {
+	return &Replayer{maxAnswer: maxAnswer, ending: make(map[int]bool)}
+}
+
+func replayFail(seq int, field, format string, args ...any) error {
+	return &ReplayError{Sequence: seq, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Add checks the next interaction of the history, it, which r keeps
+// until the next Add.
+func (r *Replayer) Add(it *Interaction) error {
+	i := r.n
+	if it.Sequence != i {
+		return replayFail(i, "sequence", "missing or out of order: interaction %d is in its place", it.Sequence)
+	}
+	if sum := it.Request.MessagesSHA256; sum != "" && messagesHash(it.Request.Messages) != sum {
+		return replayFail(i, "request.messages_sha256", "the messages do not hash to it: the request was altered")
+	}
+	if r.pending != nil {
+		if err := r.check(r.pending, it); err != nil {
 			return err
 		}
-		if i+1 < len(h.Interactions) {
-			if err := replayTold(it, &h.Interactions[i+1]); err != nil {
-				return err
-			}
+		r.last = r.pending
+	}
+	if last := r.last; last != nil {
+		if it.Timestamp.Before(last.Timestamp) {
+			return replayFail(i, "timestamp", "%s is before the previous interaction's %s", it.Timestamp, last.Timestamp)
 		}
-		last = it
+		if last.Response.NewStatus.Terminal() {
+			return replayFail(i, "state_before", "a call after the job ended %s", last.Response.NewStatus)
+		}
+	}
+	if it.StateBefore != Running && it.StateBefore != Reviewing {
+		return replayFail(i, "state_before", "%s: the model is called only while the job runs", it.StateBefore)
+	}
+	if (it.StateBefore == Reviewing) != (it.Request.Metadata.Role == RoleSupervisor) {
+		return replayFail(i, "request.metadata.role", "%s while the job is %s: the supervisor answers exactly in the review", it.Request.Metadata.Role, it.StateBefore)
+	}
+	if n := len(it.Response.LateLines); n > MaxLateLines {
+		return replayFail(i, "response.late_lines", "%d late lines; a worker that writes more than %d is stopped", n, MaxLateLines)
+	}
+	for _, s := range it.Response.LateLines {
+		if s < 0 || s >= it.Sequence {
+			return replayFail(i, "response.late_lines", "a late line for step %d skipped during step %d: only a line for a past step is skipped", s, it.Sequence)
+		}
+	}
+	if err := replayResponse(it, r.maxAnswer); err != nil {
+		return err
+	}
+	if a := it.Response.Action; a == ActionCompleted || a == "FINISH" {
+		r.ending[i] = true
+	}
+	r.pending, r.n = it, r.n+1
+	return nil
+}
+
+// check is what Add checks of it once the next interaction is known:
+// its transition, and what next was told of it; next is nil when it is
+// the last.
+func (r *Replayer) check(it, next *Interaction) error {
+	if err := replayTransition(it, next == nil); err != nil {
+		return err
+	}
+	if next != nil {
+		return replayTold(it, next)
+	}
+	return nil
+}
+
+// End checks the last interaction given and the history's status and
+// recovery points (h's interactions are not read: Add was given them).
+func (r *Replayer) End(h *History) error {
+	if h.JobID == "" {
+		return replayFail(-1, "job_id", "empty")
+	}
+	last := r.pending
+	if last != nil {
+		if err := r.check(last, nil); err != nil {
+			return err
+		}
 	}
 	if last != nil && last.Response.NewStatus.Terminal() && h.Status != last.Response.NewStatus {
-		return fail(-1, "status", "%s, but the last interaction ended the job %s", h.Status, last.Response.NewStatus)
+		return replayFail(-1, "status", "%s, but the last interaction ended the job %s", h.Status, last.Response.NewStatus)
 	}
 	if h.Status == Success && (last == nil || last.Response.NewStatus != Success) {
-		return fail(-1, "status", "SUCCESS without an interaction that completed the job")
+		return replayFail(-1, "status", "SUCCESS without an interaction that completed the job")
 	}
 	for _, rp := range h.RecoveryPoints {
-		if rp.Sequence < 0 || rp.Sequence >= len(h.Interactions) {
-			return fail(-1, "recovery_points", "checkpoint %s names interaction %d, which does not exist", rp.CheckpointID, rp.Sequence)
+		if rp.Sequence < 0 || rp.Sequence >= r.n {
+			return replayFail(-1, "recovery_points", "checkpoint %s names interaction %d, which does not exist", rp.CheckpointID, rp.Sequence)
 		}
-		if a := h.Interactions[rp.Sequence].Response.Action; a != ActionCompleted && a != "FINISH" {
-			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED or FINISH answer", rp.CheckpointID)
+		if !r.ending[rp.Sequence] {
+			return replayFail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED or FINISH answer", rp.CheckpointID)
 		}
 	}
 	return nil

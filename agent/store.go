@@ -1181,6 +1181,45 @@ func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction,
 	return out, nil
 }
 
+// EachInteraction calls each with every interaction of a job's history,
+// in order, as Interactions returns them, but one at a time: it holds
+// the messages of the interaction it reads and of the one before it, not
+// the whole history. An interaction is valid only during its call. It
+// stops at the first error each returns.
+func (s *Store) EachInteraction(ctx context.Context, taskID string, each func(*Interaction) error) error {
+	d := historyDecoder{lastOnly: true}
+	return s.liveAfterArchive(ctx, taskID, func(b []byte) error {
+		it, err := d.decode(b)
+		if err != nil {
+			return err
+		}
+		return each(&it)
+	})
+}
+
+// ReplayJob replays a job's history (Replay) as EachInteraction reads
+// it, in bounded memory, and returns how many interactions it replayed.
+// A history missing its newest interactions fails as History does.
+func (s *Store) ReplayJob(ctx context.Context, taskID string, maxAnswer int) (int, error) {
+	j, err := s.Get(ctx, taskID)
+	if err != nil {
+		return 0, err
+	}
+	r := NewReplayer(maxAnswer)
+	if err := s.EachInteraction(ctx, taskID, r.Add); err != nil {
+		return 0, err
+	}
+	if r.n < j.NextSeq {
+		return 0, fmt.Errorf("agent: history of job %s: interaction %d: missing: the job recorded interactions up to %d: %w",
+			taskID, r.n, j.NextSeq-1, ErrHistoryMismatch)
+	}
+	rps, err := s.RecoveryPoints(ctx, taskID)
+	if err != nil {
+		return 0, err
+	}
+	return r.n, r.End(&History{JobID: j.TaskID, Status: j.Status, RecoveryPoints: rps})
+}
+
 // RawInteractions returns each stored interaction's JSON exactly as
 // stored, in order (for replay checks and exports): a request's messages
 // as what they add to an earlier interaction's (see encodeInteraction).

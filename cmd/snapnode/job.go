@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -330,15 +331,23 @@ func (c *cli) jobReplay(args []string) int {
 	if done {
 		return code
 	}
-	var h *agent.History
+	// The history is read one interaction at a time, never whole: a long
+	// job's replays in bounded memory.
+	var (
+		id  string
+		n   int
+		err error
+	)
 	switch {
 	case *file != "" && len(pos) == 0:
-		b, err := os.ReadFile(*file)
-		if err != nil {
-			return c.ioError(fs.Name(), err)
+		f, ferr := os.Open(*file)
+		if ferr != nil {
+			return c.ioError(fs.Name(), ferr)
 		}
-		h = new(agent.History)
-		if err := json.Unmarshal(b, h); err != nil {
+		defer f.Close()
+		id, n, err = agent.ReplayJSON(bufio.NewReader(f), cfg.Agent.MaxAnswerBytes)
+		var re *agent.ReplayError
+		if err != nil && !errors.As(err, &re) {
 			fmt.Fprintf(c.stderr, "%s: %s: %v\n", fs.Name(), *file, err)
 			return exitFail
 		}
@@ -348,18 +357,20 @@ func (c *cli) jobReplay(args []string) int {
 			return code
 		}
 		defer closeDB()
-		var err error
-		if h, err = st.History(context.Background(), pos[0]); err != nil {
-			return c.jobError(fs, pos[0], err)
+		id = pos[0]
+		n, err = st.ReplayJob(context.Background(), id, cfg.Agent.MaxAnswerBytes)
+		var re *agent.ReplayError
+		if err != nil && !errors.As(err, &re) {
+			return c.jobError(fs, id, err)
 		}
 	default:
 		return c.usageError(fs, "give the job's task ID or --file, not both")
 	}
-	if err := agent.Replay(h, cfg.Agent.MaxAnswerBytes); err != nil {
-		fmt.Fprintf(c.stderr, "%s: job %s: %v\n", fs.Name(), h.JobID, err)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: job %s: %v\n", fs.Name(), id, err)
 		return exitFail
 	}
-	fmt.Fprintf(c.stdout, "job %s: %d interactions replayed, consistent\n", h.JobID, len(h.Interactions))
+	fmt.Fprintf(c.stdout, "job %s: %d interactions replayed, consistent\n", id, n)
 	return exitOK
 }
 
