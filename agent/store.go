@@ -1209,9 +1209,8 @@ func (s *Store) ReplayJob(ctx context.Context, taskID string, maxAnswer int) (in
 	if err := s.EachInteraction(ctx, taskID, r.Add); err != nil {
 		return 0, err
 	}
-	if r.n < j.NextSeq {
-		return 0, fmt.Errorf("agent: history of job %s: interaction %d: missing: the job recorded interactions up to %d: %w",
-			taskID, r.n, j.NextSeq-1, ErrHistoryMismatch)
+	if err := missingNewest(taskID, r.n, j.NextSeq); err != nil {
+		return 0, err
 	}
 	rps, err := s.RecoveryPoints(ctx, taskID)
 	if err != nil {
@@ -1304,36 +1303,75 @@ func (s *Store) bodies(ctx context.Context, q, taskID string, each func([]byte) 
 
 // History returns a job's history in the jobHistory shape.
 func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
+	h, next, err := s.HistoryHead(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if h.Interactions, err = s.Interactions(ctx, taskID); err != nil {
+		return nil, err
+	}
+	got := 0
+	if n := len(h.Interactions); n > 0 {
+		got = h.Interactions[n-1].Sequence + 1
+	}
+	if err := missingNewest(taskID, got, next); err != nil {
+		return nil, err
+	}
+	if h.Interactions == nil {
+		h.Interactions = []Interaction{}
+	}
+	return h, nil
+}
+
+// missingNewest is ErrHistoryMismatch when got, the sequence after the
+// last interaction of a job's history as read, is before next,
+// the job's next: its newest interactions are gone, which nothing after
+// them shows; nil otherwise.
+func missingNewest(taskID string, got, next int) error {
+	if got < next {
+		return fmt.Errorf("agent: history of job %s: interaction %d: missing: the job recorded interactions up to %d: %w",
+			taskID, got, next-1, ErrHistoryMismatch)
+	}
+	return nil
+}
+
+// CheckHistory reads a job's history through (EachInteraction), as
+// History would, without holding it: ErrHistoryMismatch or
+// ErrArchiveTampered when it does not verify. It returns the history
+// without its interactions (HistoryHead).
+func (s *Store) CheckHistory(ctx context.Context, taskID string) (*History, error) {
+	h, next, err := s.HistoryHead(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	got := 0
+	if err := s.EachInteraction(ctx, taskID, func(it *Interaction) error {
+		got = it.Sequence + 1
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return h, missingNewest(taskID, got, next)
+}
+
+// HistoryHead returns a job's history without its interactions (nil;
+// EachInteraction reads them), and the sequence its next interaction
+// will have: the count of the interactions the job recorded.
+func (s *Store) HistoryHead(ctx context.Context, taskID string) (*History, int, error) {
 	j, err := s.Get(ctx, taskID)
 	if err != nil {
-		return nil, err
-	}
-	its, err := s.Interactions(ctx, taskID)
-	if err != nil {
-		return nil, err
-	}
-	next := 0
-	if len(its) > 0 {
-		next = its[len(its)-1].Sequence + 1
-	}
-	if next < j.NextSeq {
-		// The newest steps are gone: nothing after them shows the gap.
-		return nil, fmt.Errorf("agent: history of job %s: interaction %d: missing: the job recorded interactions up to %d: %w",
-			taskID, next, j.NextSeq-1, ErrHistoryMismatch)
+		return nil, 0, err
 	}
 	rps, err := s.RecoveryPoints(ctx, taskID)
 	if err != nil {
-		return nil, err
-	}
-	if its == nil {
-		its = []Interaction{}
+		return nil, 0, err
 	}
 	var dropped, givenUp int64
 	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT cancels_dropped, cancels_given_up FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&dropped, &givenUp); err != nil {
-		return nil, fmt.Errorf("agent: history of job %s: %w", taskID, err)
+		return nil, 0, fmt.Errorf("agent: history of job %s: %w", taskID, err)
 	}
 	return &History{JobID: j.TaskID, CreatedAt: j.CreatedAt, Description: j.Description, Status: j.Status,
-		Interactions: its, RecoveryPoints: rps, CancelsDropped: dropped, CancelsGivenUp: givenUp}, nil
+		RecoveryPoints: rps, CancelsDropped: dropped, CancelsGivenUp: givenUp}, j.NextSeq, nil
 }
 
 // List returns the jobs in any of the statuses (all when none), oldest

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,14 +203,12 @@ func (c *cli) jobHistory(args []string) int {
 }
 
 func (c *cli) printHistory(fs *flag.FlagSet, stores jobStores, format, id string) int {
+	if format == "json" {
+		return c.printHistoryJSON(fs, stores.jobs, id)
+	}
 	h, err := stores.jobs.History(context.Background(), id)
 	if err != nil {
 		return c.jobError(fs, id, err)
-	}
-	if format == "json" {
-		b, _ := json.MarshalIndent(h, "", "  ")
-		fmt.Fprintf(c.stdout, "%s\n", b)
-		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
 	if n := h.CancelsDropped; n > 0 {
@@ -267,6 +266,58 @@ func (c *cli) printHistory(fs *flag.FlagSet, stores jobStores, format, id string
 				fmt.Fprintf(c.stdout, "    waited %.1f s for %s: %s\n", w.to.Sub(w.from).Seconds(), w.who, shown(w.note))
 			}
 		}
+	}
+	return exitOK
+}
+
+// printHistoryJSON prints a job's history as json.MarshalIndent would
+// print it whole, one interaction at a time: a first reading checks it
+// (CheckHistory), so that a history that does not verify prints nothing,
+// and the second prints it, holding one interaction, not the history.
+func (c *cli) printHistoryJSON(fs *flag.FlagSet, st *agent.Store, id string) int {
+	const prog = "snapnode job history"
+	ctx := context.Background()
+	h, err := st.CheckHistory(ctx, id)
+	if err != nil {
+		return c.jobError(fs, id, err)
+	}
+	h.Interactions = []agent.Interaction{}
+	head, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return c.ioError(prog, err)
+	}
+	const empty = `"interactions": []`
+	before, after, _ := bytes.Cut(head, []byte(empty))
+	w := bufio.NewWriter(c.stdout)
+	w.Write(before)
+	w.WriteString(empty[:len(empty)-1])
+	n := 0
+	err = st.EachInteraction(ctx, id, func(it *agent.Interaction) error {
+		b, err := json.MarshalIndent(it, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteString("\n    ")
+		_, err = w.Write(b)
+		n++
+		return err
+	})
+	if err != nil {
+		w.Flush()
+		fmt.Fprintln(c.stdout)
+		return c.jobError(fs, id, err)
+	}
+	if n > 0 {
+		w.WriteString("\n  ")
+	}
+	w.WriteByte(']')
+	w.Write(after)
+	w.WriteByte('\n')
+	if err := w.Flush(); err != nil {
+		return c.ioError(prog, err)
 	}
 	return exitOK
 }

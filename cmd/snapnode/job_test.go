@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -479,4 +481,82 @@ func TestJobHistoryTellsTheDecision(t *testing.T) {
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
 	}
+}
+
+// job history prints the history of a job of 1,000 steps one interaction
+// at a time: the heap stays far below the history's size. Before, it
+// held the whole history (every call's messages rebuilt) and its JSON.
+// The printed file replays, as the database's history does.
+func TestLongJobHistoryStreamed(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, st, j, t0 := newJob(t, dir, "job-long")
+	const steps, size = 1000, 16 << 10
+	const think = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"THINK","args":{}}`
+	for i := range steps {
+		msgs := []agent.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "task"}}
+		if i > 0 {
+			msgs = append(msgs, agent.ChatMessage{Role: "assistant", Content: think},
+				agent.ChatMessage{Role: "user", Content: strings.Repeat(string(rune('a'+i%26)), size)})
+		}
+		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
+			Request:     agent.Request{Messages: msgs, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", RawResponse: think, NewStatus: agent.Running},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, Text: strings.Repeat(string(rune('a'+(i+1)%26)), size)}}
+		j.Status, j.NextSeq, j.Steps = agent.Running, i+1, i+1
+		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	file := filepath.Join(dir, "history.json")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &heapWriter{w: f}
+	base := liveHeap()
+	var errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--data-dir", dir, "job-long"}, strings.NewReader(""), out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if grown := out.peak - min(out.peak, base); grown > uint64(out.n)/8 {
+		t.Errorf("job history: the heap grew by %d bytes printing %d", grown, out.n)
+	}
+	// The agent's tests measure the replays' memory (Replayer, ReplayJSON).
+	for _, args := range [][]string{{"--data-dir", dir, "job-long"}, {"--file", file}} {
+		var stdout bytes.Buffer
+		if code := run(append([]string{"job", "replay"}, args...), strings.NewReader(""), &stdout, &errOut); code != exitOK ||
+			!strings.Contains(stdout.String(), "1000 interactions replayed") {
+			t.Fatalf("job replay %v: exit %d: %s%s", args, code, stdout.String(), errOut.String())
+		}
+	}
+}
+
+// liveHeap is the heap's size after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// heapWriter writes to w, taking the live heap's size every 256 KiB.
+type heapWriter struct {
+	w       io.Writer
+	n, last int
+	peak    uint64
+}
+
+func (h *heapWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if h.n += n; h.n-h.last >= 256<<10 {
+		h.last = h.n
+		h.peak = max(h.peak, liveHeap())
+	}
+	return n, err
 }
