@@ -603,6 +603,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 	}
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		r.duplicate.Add(1)
+		s.alsoFrom(r.idx, id)
 		// This relay has it too: its own resume point moves on. Its
 		// created_at is not checked here, but a forged one moves only
 		// this relay's own point, and a relay may withhold events
@@ -614,7 +615,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 	// The filter before the id's hash and the signature: a relay that
 	// ignores the filter, or floods the node with other kinds and other
 	// p tags, costs a comparison an event, not a signature check.
-	if !s.filter.Matches(ev) {
+	if !s.filter.Matches(ev) || s.pastEnd(r.idx, ev) {
 		r.mismatch.Add(1)
 		r.log.Debug("relay pool: dropped an event outside the filter", "sub", s.wireID, "event", ev.ID)
 		return

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -60,5 +61,62 @@ func TestQueryHoldsARelayToTheLimit(t *testing.T) {
 	}
 	if st := p.Health()[0]; st.EventsInvalid != 0 {
 		t.Fatalf("%d events past the limit counted invalid", st.EventsInvalid)
+	}
+}
+
+// QuerySources names every relay that brought each event, the ones whose
+// copy came after another relay's included.
+func TestQuerySourcesNamesEveryRelayThatBroughtAnEvent(t *testing.T) {
+	both := ptEvent(t, ptNow()-10, "on both")
+	onlyA := ptEvent(t, ptNow()-20, "on a")
+	a, b := storedRelay(t, []*nostr.Event{both, onlyA}), storedRelay(t, []*nostr.Event{both})
+	p := NewPool(PoolConfig{URLs: []string{a.url, b.url}, Logger: ptLogger()})
+	p.Start(t.Context())
+	defer p.Close()
+	got, err := p.QuerySources(t.Context(), ptFilter(), QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{both.ID: {a.url, b.url}, onlyA.ID: {a.url}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for _, s := range got {
+		w, ok := want[s.Event.ID]
+		if !ok {
+			t.Fatalf("unexpected event %s", s.Event.ID)
+		}
+		slices.Sort(s.Relays)
+		slices.Sort(w)
+		if !slices.Equal(s.Relays, w) {
+			t.Errorf("event %q: relays %v, want %v", s.Event.Content, s.Relays, w)
+		}
+	}
+}
+
+// QueryOptions.Until ends the query on each relay named there at its own
+// point: an event a relay brings past its point is dropped, one another
+// relay brings up to the filter's Until is kept, and past it dropped.
+func TestQuerySourcesUntilEachRelay(t *testing.T) {
+	now := ptNow()
+	newA, oldA := ptEvent(t, now-10, "new on a"), ptEvent(t, now-20, "old on a")
+	newB, newest := ptEvent(t, now-10, "new on b"), ptEvent(t, now-3, "past the filter on b")
+	a, b := storedRelay(t, []*nostr.Event{newA, oldA}), storedRelay(t, []*nostr.Event{newest, newB})
+	p := NewPool(PoolConfig{URLs: []string{a.url, b.url}, Logger: ptLogger()})
+	p.Start(t.Context())
+	defer p.Close()
+	f := ptFilter()
+	f.Until = new(now - 5)
+	got, err := p.QuerySources(t.Context(), f, QueryOptions{Until: map[string]nostr.Timestamp{a.url + "/": now - 15}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var contents []string
+	for _, s := range got {
+		contents = append(contents, s.Event.Content)
+	}
+	slices.Sort(contents)
+	if want := []string{"new on b", "old on a"}; !slices.Equal(contents, want) {
+		t.Fatalf("got %q, want %q", contents, want)
 	}
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +21,13 @@ type Subscription struct {
 	wireID string                // the NIP-01 subscription id
 	filter nostr.Filter          // as given: every event is checked against it
 	local  map[[32]byte]struct{} // a Query's own dedupe set (guarded by mu)
+	// ends holds, by relay index, the Until of a query's REQ to that relay
+	// (QueryOptions.Until): nil, the filter's. A relay's events past its
+	// own are dropped.
+	ends []*nostr.Timestamp
+	// from holds, by event id, the indexes of the relays that brought it,
+	// for QuerySources (guarded by mu; nil for the other subscriptions).
+	from map[[32]byte][]int
 	// queried holds, by relay index, the events of a Query with a limit
 	// that relay brought within the filter (guarded by mu): past the
 	// limit the rest are dropped (see overLimit).
@@ -243,6 +251,9 @@ func (s *Subscription) reqFilter(idx int) (nostr.Filter, string) {
 	s.live[idx], s.stored[idx] = false, 0
 	f := s.filter.Clone()
 	f.Since = s.start[idx]
+	if s.ends != nil {
+		f.Until = s.ends[idx]
+	}
 	if served && last > 0 {
 		since := max(last-s.p.skew(), 0)
 		if f.Since == nil || since > *f.Since {
@@ -339,6 +350,7 @@ func (s *Subscription) firstSight(idx int, id [32]byte, at nostr.Timestamp) bool
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.local != nil {
+		s.noteFrom(idx, id)
 		if _, ok := s.local[id]; ok {
 			return false
 		}
@@ -380,6 +392,25 @@ func (s *Subscription) trimTail() nostr.Timestamp {
 		}
 	}
 	return cut
+}
+
+// alsoFrom records, for QuerySources, that relay idx brought the event
+// id, which another relay brought first.
+func (s *Subscription) alsoFrom(idx int, id [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteFrom(idx, id)
+}
+
+// noteFrom records that relay idx brought the event id, if s keeps that
+// (QuerySources). s.mu is held.
+func (s *Subscription) noteFrom(idx int, id [32]byte) {
+	if s.from == nil {
+		return
+	}
+	if !slices.Contains(s.from[id], idx) {
+		s.from[id] = append(s.from[id], idx)
+	}
 }
 
 func (s *Subscription) seenBefore(id [32]byte) bool {
@@ -602,7 +633,7 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // The subscription ends when ctx ends, on Close, when the pool closes, or
 // under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
-	return p.subscribe(ctx, f, false, nil, Gate{}, nil, nil)
+	return p.subscribe(ctx, f, notQuery, nil, nil, Gate{}, nil, nil)
 }
 
 // SubscribeFunc is Subscribe with each event handed to take instead of
@@ -617,7 +648,7 @@ func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nos
 	if take == nil {
 		return nil, errors.New("relay: SubscribeFunc: take is nil")
 	}
-	return p.subscribe(ctx, f, false, take, Gate{}, nil, nil)
+	return p.subscribe(ctx, f, notQuery, nil, take, Gate{}, nil, nil)
 }
 
 // Gate lets a subscriber pass over events before their signatures are
@@ -645,7 +676,7 @@ func (p *Pool) SubscribeGated(ctx context.Context, f nostr.Filter, take func(*no
 	if take == nil || g.Pass == nil || g.Aside == nil {
 		return nil, errors.New("relay: SubscribeGated: take, Pass and Aside must all be set")
 	}
-	return p.subscribe(ctx, f, false, take, g, nil, nil)
+	return p.subscribe(ctx, f, notQuery, nil, take, g, nil, nil)
 }
 
 // SubscribeOptions are the choices of SubscribeWith.
@@ -691,10 +722,10 @@ func (p *Pool) SubscribeWith(ctx context.Context, f nostr.Filter, o SubscribeOpt
 	if o.Stored != nil && o.Take == nil {
 		return nil, errors.New("relay: SubscribeWith: Stored needs Take")
 	}
-	return p.subscribe(ctx, f, false, o.Take, o.Gate, o.Since, o.Stored)
+	return p.subscribe(ctx, f, notQuery, nil, o.Take, o.Gate, o.Since, o.Stored)
 }
 
-func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate, since map[string]nostr.Timestamp, takeStored func(*nostr.Event)) (*Subscription, error) {
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query queryKind, until map[string]nostr.Timestamp, take func(*nostr.Event), gate Gate, since map[string]nostr.Timestamp, takeStored func(*nostr.Event)) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relay: subscribe: %w", err)
 	}
@@ -746,8 +777,14 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 			}
 		}
 	}
-	if query {
+	if len(until) > 0 {
+		s.setEnds(f, until)
+	}
+	if query != notQuery {
 		s.local = map[[32]byte]struct{}{}
+		if query == querySources {
+			s.from = map[[32]byte][]int{}
+		}
 		if f.Limit > 0 {
 			s.queried = make([]int, len(p.relays))
 		}
@@ -815,16 +852,112 @@ func (s *Subscription) overLimit(idx int) bool {
 // limit, each relay is held to it: the events a relay sends past f.Limit
 // are dropped unchecked (and counted in RelayStatus.EventsMismatch).
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
-	s, err := p.subscribe(ctx, f, true, nil, Gate{}, nil, nil)
-	if err != nil {
+	out, _, err := p.query(ctx, f, plainQuery, nil)
+	return out, err
+}
+
+// Sourced is an event a query returned, with the URLs of the relays that
+// brought it (as configured, in the pool's order).
+type Sourced struct {
+	Event  *nostr.Event
+	Relays []string
+}
+
+// QuerySources is Query with the relays that brought each event: every
+// relay whose copy came before the query ended, not only the first. A
+// caller that must give each relay its share of what it keeps (card
+// discovery: one relay's flood of events must not crowd out the others')
+// tells them apart with it.
+//
+// With o.Until, each relay is asked for its events until its own point.
+func (p *Pool) QuerySources(ctx context.Context, f nostr.Filter, o QueryOptions) ([]Sourced, error) {
+	evs, s, err := p.query(ctx, f, querySources, o.Until)
+	if s == nil {
 		return nil, err
+	}
+	out := make([]Sourced, len(evs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, ev := range evs {
+		out[i].Event = ev
+		var id [32]byte
+		_, _ = hex.Decode(id[:], []byte(ev.ID)) // checked as it came
+		for _, idx := range s.from[id] {
+			out[i].Relays = append(out[i].Relays, p.relays[idx].url)
+		}
+	}
+	return out, err
+}
+
+// QueryOptions are the choices of QuerySources.
+type QueryOptions struct {
+	// Until holds, by relay URL, where the query ends on that relay in
+	// place of the filter's Until: a caller paging back through each
+	// relay's stored events (newest first, NIP-01's until) asks each
+	// from where it stopped, so that a relay whose events are older or
+	// newer than the others' neither holds them back nor skips theirs.
+	// URLs match as SubscribeOptions.Since's do, the earliest counting of
+	// several that match one relay; relays not in it end at the
+	// filter's Until. A relay's events past its own are dropped.
+	Until map[string]nostr.Timestamp
+}
+
+// setEnds sets each relay's Until (QueryOptions.Until) and widens the
+// filter's to the latest of them, as setting each relay's since does.
+func (s *Subscription) setEnds(f nostr.Filter, until map[string]nostr.Timestamp) {
+	byKey := make(map[string]nostr.Timestamp, len(until))
+	for u, at := range until {
+		k := urlKey(u)
+		if old, ok := byKey[k]; !ok || at < old {
+			byKey[k] = at
+		}
+	}
+	s.ends = make([]*nostr.Timestamp, len(s.p.relays))
+	var latest *nostr.Timestamp
+	for i, r := range s.p.relays {
+		s.ends[r.idx] = f.Until
+		if at, ok := byKey[urlKey(r.url)]; ok {
+			s.ends[r.idx] = &at
+		}
+		switch end := s.ends[r.idx]; {
+		case end == nil:
+			s.filter.Until = nil // a relay without an end: none
+			return
+		case i == 0 || *end > *latest:
+			latest = end
+		}
+	}
+	s.filter.Until = latest
+}
+
+// pastEnd reports whether ev is dated past relay idx's Until in a query
+// (QueryOptions.Until).
+func (s *Subscription) pastEnd(idx int, ev *nostr.Event) bool {
+	return s.ends != nil && s.ends[idx] != nil && ev.CreatedAt > *s.ends[idx]
+}
+
+// queryKind says whether a subscription is a query's, and which.
+type queryKind int
+
+const (
+	notQuery     queryKind = iota // Subscribe's
+	plainQuery                    // Query's
+	querySources                  // QuerySources': keeps each event's relays
+)
+
+// query runs Query, returning its subscription (closed) too, nil if none
+// was made.
+func (p *Pool) query(ctx context.Context, f nostr.Filter, kind queryKind, until map[string]nostr.Timestamp) ([]*nostr.Event, *Subscription, error) {
+	s, err := p.subscribe(ctx, f, kind, until, nil, Gate{}, nil, nil)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer s.Close()
 	s.mu.Lock()
 	none := s.awaited == 0
 	s.mu.Unlock()
 	if none {
-		return nil, fmt.Errorf("relay: query: %w", ErrNoRelays)
+		return nil, s, fmt.Errorf("relay: query: %w", ErrNoRelays)
 	}
 	var out []*nostr.Event
 	var bytes int64
@@ -843,23 +976,23 @@ func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error
 		select {
 		case ev, ok := <-s.events:
 			if !ok {
-				return out, fmt.Errorf("relay: query: %w", s.Err())
+				return out, s, fmt.Errorf("relay: query: %w", s.Err())
 			}
 			if err := add(ev); err != nil {
-				return out, err
+				return out, s, err
 			}
 		case <-s.eose:
 			if err := s.Err(); err != nil {
-				return out, fmt.Errorf("relay: query: %w", err)
+				return out, s, fmt.Errorf("relay: query: %w", err)
 			}
 			// Events sent before each relay's EOSE are already buffered.
 			s.Close()
 			for ev := range s.events {
 				if err := add(ev); err != nil {
-					return out, err
+					return out, s, err
 				}
 			}
-			return out, nil
+			return out, s, nil
 		}
 	}
 }
