@@ -24,6 +24,9 @@ type (
 	Discovered = snapnostr.Discovered
 	Rejected   = snapnostr.Rejected
 	Rejections = snapnostr.Rejections
+	// DiscoverConfig is the clock and timestamp window discovery judges
+	// the cards' dates by (DiscoverWith).
+	DiscoverConfig = snapnostr.DiscoverConfig
 )
 
 // Relays is a requester's connection to Nostr relays: it finds agents by
@@ -54,7 +57,8 @@ func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
 
 // Discover returns the newest valid card of the agent address, or of every
 // agent that offers skill (give one of them), and the card events dropped
-// (impostors, invalid cards): counted, the first few kept. The relays'
+// (impostors, invalid cards, expired ones and those dated more than the
+// SNAP timestamp window ahead of this clock): counted, the first few kept. The relays'
 // cards are read a page at a time, newest first, so that however many
 // card events an address or a skill has on them (a flood of impostors),
 // the agent's newest valid card is found within bounded memory; see
@@ -62,6 +66,12 @@ func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
 // ErrUnreachable when no relay could be reached, else snapnostr.ErrNotFound
 // or the relays' error.
 func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discovered, Rejections, error) {
+	return r.DiscoverWith(ctx, address, skill, DiscoverConfig{})
+}
+
+// DiscoverWith is Discover judging the cards' dates by cfg's clock and
+// timestamp window.
+func (r *Relays) DiscoverWith(ctx context.Context, address, skill string, cfg DiscoverConfig) ([]Discovered, Rejections, error) {
 	var (
 		found    []Discovered
 		rejected Rejections
@@ -69,12 +79,12 @@ func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discove
 	)
 	if address != "" {
 		var d *Discovered
-		d, rejected, err = snapnostr.DiscoverByIdentity(ctx, r.pool, address)
+		d, rejected, err = snapnostr.DiscoverByIdentity(ctx, r.pool, address, cfg)
 		if d != nil {
 			found = append(found, *d)
 		}
 	} else {
-		found, rejected, err = snapnostr.DiscoverBySkill(ctx, r.pool, skill)
+		found, rejected, err = snapnostr.DiscoverBySkill(ctx, r.pool, skill, cfg)
 	}
 	if len(found) > 0 {
 		return found, rejected, nil

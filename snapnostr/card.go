@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -145,25 +147,61 @@ const (
 	// over all its pages.
 	DiscoverMaxEvents = 100_000
 	// DiscoverMaxAgents bounds the agents one discovery by skill
-	// returns: the DiscoverMaxAgents whose cards are newest.
+	// returns. Each relay has its share of them: its agents with the
+	// newest cards are taken in turn with the other relays' (see
+	// DiscoverBySkill), so that a relay serving many agents' cards, made
+	// up ones among them, does not crowd out the agents the others hold.
+	// At most DiscoverMaxAgents cards of each relay are held meanwhile.
 	DiscoverMaxAgents = 1000
 )
 
-// Querier fetches stored events; *relay.Pool implements it.
+// Querier fetches stored events with the relays each came from, each
+// relay's until its own point; *relay.Pool implements it.
 type Querier interface {
-	Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error)
+	QuerySources(ctx context.Context, f nostr.Filter, o relay.QueryOptions) ([]relay.Sourced, error)
 }
 
+// DiscoverConfig is how a discovery judges the cards' dates. The zero
+// value is the defaults.
+type DiscoverConfig struct {
+	// Now is the clock the cards' NIP-40 expirations and dates are read
+	// by; nil is time.Now.
+	Now func() time.Time
+	// MaxDrift is how far ahead of Now a card may be dated (default
+	// snap.DefaultMaxDrift, the SNAP timestamp window: an agent whose
+	// clock is further ahead cannot be talked to anyway). A card dated
+	// later is dropped: one published by a clock that was wrong would
+	// otherwise pass for the agent's newest card until that date.
+	MaxDrift time.Duration
+}
+
+func (c DiscoverConfig) withDefaults() DiscoverConfig {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxDrift <= 0 {
+		c.MaxDrift = snap.DefaultMaxDrift
+	}
+	return c
+}
+
+// ErrStaleCard is wrapped by discovery's rejection of a card event whose
+// NIP-40 expiration has passed, or that is dated further ahead than
+// DiscoverConfig.MaxDrift.
+var ErrStaleCard = errors.New("card event expired or dated in the future")
+
 // DiscoverByIdentity returns the newest valid card of the agent addr.
-// Impostor and invalid cards are dropped and counted in the Rejections.
+// Impostor and invalid cards, expired ones (NIP-40) and those dated more
+// than cfg.MaxDrift ahead are dropped and counted in the Rejections.
 // The relays' cards tagged with addr are read a page at a time
-// (DiscoverPage), newest first, until the pages are older than the card
-// found, so that a flood of impostors tagged with addr costs time (at
-// most DiscoverMaxEvents card events are read, within ctx) but hides no
-// card; the author cannot be asked of the relays instead, as the address
-// is the tweaked key, not the untweaked one that signs the card event.
-func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovered, Rejections, error) {
-	found, rejected, err := discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"d": {addr}}}, addr)
+// (DiscoverPage), newest first, each relay's until they are older than
+// the card found, so that a flood of impostors tagged with addr, on one
+// relay or several, costs time (at most DiscoverMaxEvents card events are
+// read, within ctx) but hides no card; the author cannot be asked of the
+// relays instead, as the address is the tweaked key, not the untweaked
+// one that signs the card event.
+func DiscoverByIdentity(ctx context.Context, q Querier, addr string, cfg DiscoverConfig) (*Discovered, Rejections, error) {
+	found, rejected, err := discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"d": {addr}}}, addr, cfg.withDefaults())
 	if err != nil {
 		return nil, rejected, err
 	}
@@ -179,24 +217,64 @@ func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovere
 var ErrNotFound = errors.New("not found")
 
 // DiscoverBySkill returns the newest valid card of every agent that offers
-// skill, at most DiscoverMaxAgents of them (Rejections.Cut says when
-// there were more).
-func DiscoverBySkill(ctx context.Context, q Querier, skill string) ([]Discovered, Rejections, error) {
-	return discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"skill": {skill}}}, "")
+// skill, newest first, dropping the cards DiscoverByIdentity drops. When
+// there are more than DiscoverMaxAgents agents (Rejections.Cut says so),
+// the relays take turns: each gives the agent with the newest card it
+// holds that is not taken yet, until DiscoverMaxAgents are; so every
+// relay holding such cards is represented by its newest agents, however
+// many cards another relay serves.
+func DiscoverBySkill(ctx context.Context, q Querier, skill string, cfg DiscoverConfig) ([]Discovered, Rejections, error) {
+	return discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"skill": {skill}}}, "", cfg.withDefaults())
+}
+
+// relayCards is one relay's part in a discovery: where its next page
+// ends, the ids of its page before, and, by identity, the newest
+// created_at of the valid cards it brought (at most DiscoverMaxAgents
+// identities, those of its newest cards: its share).
+type relayCards struct {
+	until   nostr.Timestamp
+	done    bool // the relay has nothing more to give this discovery
+	stepped bool // its page before brought nothing new: until went one second back
+	seen    map[string]struct{}
+	agents  map[string]time.Time
+	// this page's events, and the oldest
+	page   []string
+	oldest nostr.Timestamp
+}
+
+// trim keeps the DiscoverMaxAgents agents of rc with the newest cards and
+// reports whether it has that many.
+func (rc *relayCards) trim() bool {
+	if len(rc.agents) <= DiscoverMaxAgents {
+		return len(rc.agents) == DiscoverMaxAgents
+	}
+	ids := slices.Collect(maps.Keys(rc.agents))
+	slices.SortFunc(ids, func(a, b string) int { return rc.agents[b].Compare(rc.agents[a]) })
+	for _, id := range ids[DiscoverMaxAgents:] {
+		delete(rc.agents, id)
+	}
+	return true
 }
 
 // discover runs f (kind 31337, a tag condition) a page at a time, newest
 // first, and returns, per identity, the newest card that passes
-// ParseCardEvent and, for a skill's filter, offers it, newest first;
-// everything else is rejected. A page asks each relay for the events of f
-// dated until the oldest of the page before (the same second included:
-// the ids seen then are skipped), so that however many card events match,
-// each page is bounded and every one is read. Looking for addr's card, it
-// stops once the pages are older than the newest valid card found.
+// ParseCardEvent, is neither expired nor dated too far ahead and, for a
+// skill's filter, offers it, newest first; everything else is rejected.
+//
+// Each relay is paged on its own: a page asks each relay for the events
+// of f dated until the oldest of the page it gave before (the same second
+// included: the ids it gave then are skipped), so that however many card
+// events match, each page is bounded and every one is read, and one
+// relay's events, however many or however dated, neither hold back
+// another's paging nor make it skip any. A relay is done when its page is
+// empty; looking for addr's card, when its pages are older than the
+// newest valid card found; for a skill, when it gave DiscoverMaxAgents
+// agents: older cards would not be among its share. A done relay is asked
+// for nothing more (until 0).
 //
 // A relay that holds more events of f at one second than it gives at once
 // gives only some of them (NIP-01 pages by time alone); Cut says so.
-func discover(ctx context.Context, q Querier, f nostr.Filter, addr string) ([]Discovered, Rejections, error) {
+func discover(ctx context.Context, q Querier, f nostr.Filter, addr string, cfg DiscoverConfig) ([]Discovered, Rejections, error) {
 	var skill string
 	if s := f.Tags["skill"]; len(s) == 1 {
 		skill = s[0]
@@ -204,17 +282,27 @@ func discover(ctx context.Context, q Querier, f nostr.Filter, addr string) ([]Di
 	var (
 		rejected Rejections
 		newest   = map[string]Discovered{}
-		seen     = map[string]struct{}{} // the ids of the page before
-		read     int
-		limit    = DiscoverPage
-		until    *nostr.Timestamp
-		stepped  bool // the page before brought nothing new: until went one second back
-		full     bool // DiscoverMaxAgents agents found
+		// judged holds the ids read, each with the identity of its valid
+		// card ("" for one rejected): another relay's copy counts for
+		// that relay too.
+		judged = map[string]string{}
+		relays = map[string]*relayCards{}
+		read   int
+		limit  = DiscoverPage
 	)
+	now := cfg.Now()
+	ahead := nostr.Timestamp(now.Add(cfg.MaxDrift).Unix())
 	for {
+		var opts relay.QueryOptions
+		if len(relays) > 0 {
+			opts.Until = make(map[string]nostr.Timestamp, len(relays))
+			for url, rc := range relays {
+				opts.Until[url] = rc.until // 0 when done: nothing
+			}
+		}
 		page := f
-		page.Until, page.Limit = until, limit
-		evs, err := q.Query(ctx, page)
+		page.Limit = limit
+		evs, err := q.QuerySources(ctx, page, opts)
 		if errors.Is(err, relay.ErrQueryTruncated) && limit > 1 {
 			limit /= 2 // many relays: ask each for fewer
 			continue
@@ -226,66 +314,191 @@ func discover(ctx context.Context, q Querier, f nostr.Filter, addr string) ([]Di
 			rejected.Cut = fmt.Sprintf("stopped after %d card events: %v", read, err)
 			break
 		}
-		if len(evs) == 0 {
+		for _, rc := range relays {
+			rc.page = rc.page[:0]
+		}
+		for _, src := range evs {
+			ev := src.Event
+			id, ok := judged[ev.ID]
+			if !ok {
+				read++
+				if d, err := judge(ev, skill, now, ahead); err != nil {
+					rejected.add(Rejected{EventID: ev.ID, PubKey: ev.PubKey, Err: err})
+				} else {
+					id = d.Card.Identity
+					if old, ok := newest[id]; !ok || d.CreatedAt.After(old.CreatedAt) ||
+						d.CreatedAt.Equal(old.CreatedAt) && d.EventID < old.EventID {
+						newest[id] = d
+					}
+				}
+				judged[ev.ID] = id
+			}
+			for _, url := range src.Relays {
+				rc := relays[url]
+				if rc == nil {
+					rc = &relayCards{agents: map[string]time.Time{}}
+					relays[url] = rc
+				}
+				if rc.done {
+					continue
+				}
+				if len(rc.page) == 0 || ev.CreatedAt < rc.oldest {
+					rc.oldest = ev.CreatedAt
+				}
+				rc.page = append(rc.page, ev.ID)
+				if at := ev.CreatedAt.Time(); id != "" && at.After(rc.agents[id]) {
+					rc.agents[id] = at
+				}
+			}
+		}
+		found, haveFound := newest[addr]
+		active := false
+		for url, rc := range relays {
+			if rc.done {
+				continue
+			}
+			if len(rc.page) == 0 {
+				rc.done, rc.until = true, 0
+				continue
+			}
+			fresh := 0
+			for _, id := range rc.page {
+				if _, ok := rc.seen[id]; !ok {
+					fresh++
+				}
+			}
+			if rc.stepped {
+				rejected.Cut = fmt.Sprintf("%s holds more card events dated %s than it gives at once: some were not read",
+					url, (rc.until + 1).Time().UTC().Format(time.RFC3339))
+			}
+			rc.seen = make(map[string]struct{}, len(rc.page))
+			for _, id := range rc.page {
+				rc.seen[id] = struct{}{}
+			}
+			rc.until, rc.stepped = rc.oldest, fresh == 0
+			if rc.stepped {
+				rc.until-- // every event at this second that it gives was read
+			}
+			shareFull := rc.trim()
+			switch {
+			case addr == "" && shareFull:
+				rc.done = true // older cards would not be among its share
+			case addr != "" && haveFound && nostr.Timestamp(found.CreatedAt.Unix()) > rc.until:
+				rc.done = true // its pages left are older than the card found
+			case rc.until <= 0:
+				rc.done = true
+			}
+			if rc.done {
+				rc.until = 0
+			} else {
+				active = true
+			}
+		}
+		dropUnheld(newest, relays, addr)
+		if !active {
 			break
-		}
-		if stepped {
-			rejected.Cut = fmt.Sprintf("the relays hold more card events dated %s than they give at once: some were not read",
-				(*until + 1).Time().UTC().Format(time.RFC3339))
-		}
-		oldest := evs[0].CreatedAt
-		fresh := 0
-		next := make(map[string]struct{}, len(evs))
-		for _, ev := range evs {
-			next[ev.ID] = struct{}{}
-			oldest = min(oldest, ev.CreatedAt)
-			if _, ok := seen[ev.ID]; ok {
-				continue
-			}
-			fresh++
-			read++
-			card, err := ParseCardEvent(ev)
-			if err == nil && skill != "" && !slices.ContainsFunc(card.Skills, func(s snap.Skill) bool { return s.ID == skill }) {
-				// Relays may ignore multi-letter tag filters: keep only real matches.
-				err = fmt.Errorf("snapnostr: card event %s does not offer the skill %q", ev.ID, skill)
-			}
-			if err != nil {
-				rejected.add(Rejected{EventID: ev.ID, PubKey: ev.PubKey, Err: err})
-				continue
-			}
-			d := Discovered{Card: card, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt.Time(), EventID: ev.ID}
-			old, ok := newest[card.Identity]
-			if !ok && len(newest) >= DiscoverMaxAgents {
-				full = true
-				rejected.Cut = fmt.Sprintf("more than %d agents found: the %d of the newest cards kept", DiscoverMaxAgents, DiscoverMaxAgents)
-				continue
-			}
-			if !ok || d.CreatedAt.After(old.CreatedAt) ||
-				d.CreatedAt.Equal(old.CreatedAt) && d.EventID < old.EventID {
-				newest[card.Identity] = d
-			}
-		}
-		seen = next
-		stepped = fresh == 0
-		if stepped {
-			oldest-- // every event at this second that the relays give was read
-		}
-		until = &oldest
-		if d, ok := newest[addr]; addr != "" && ok && nostr.Timestamp(d.CreatedAt.Unix()) > oldest {
-			break // the pages left are older than the card found
-		}
-		if full {
-			break // the pages left are older than the agents kept
 		}
 		if read >= DiscoverMaxEvents {
 			rejected.Cut = fmt.Sprintf("stopped after %d card events, the bound of one discovery: older ones were not read", read)
 			break
 		}
 	}
-	out := make([]Discovered, 0, len(newest))
-	for _, d := range newest {
-		out = append(out, d)
+	out := share(newest, relays)
+	if len(out) < len(newest) {
+		rejected.Cut = fmt.Sprintf("more than %d agents found: each relay's newest kept in turn, %d in all", DiscoverMaxAgents, DiscoverMaxAgents)
 	}
-	slices.SortFunc(out, func(a, b Discovered) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortFunc(out, func(a, b Discovered) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Card.Identity, b.Card.Identity)
+	})
 	return out, rejected, nil
+}
+
+// judge returns the card of ev if discovery takes it: it passes
+// ParseCardEvent, offers skill (when not ""), has not expired by now
+// (NIP-40) and is dated at most ahead.
+func judge(ev *nostr.Event, skill string, now time.Time, ahead nostr.Timestamp) (Discovered, error) {
+	card, err := ParseCardEvent(ev)
+	if err != nil {
+		return Discovered{}, err
+	}
+	if skill != "" && !slices.ContainsFunc(card.Skills, func(s snap.Skill) bool { return s.ID == skill }) {
+		// Relays may ignore multi-letter tag filters: keep only real matches.
+		return Discovered{}, fmt.Errorf("snapnostr: card event %s does not offer the skill %q", ev.ID, skill)
+	}
+	if exp, ok := Expiration(ev); ok && int64(exp) <= now.Unix() {
+		return Discovered{}, fmt.Errorf("snapnostr: card event %s expired at %s (NIP-40): %w",
+			ev.ID, exp.Time().UTC().Format(time.RFC3339), ErrStaleCard)
+	}
+	if ev.CreatedAt > ahead {
+		return Discovered{}, fmt.Errorf("snapnostr: card event %s is dated %s, ahead of this clock by more than the timestamp window: %w",
+			ev.ID, ev.CreatedAt.Time().UTC().Format(time.RFC3339), ErrStaleCard)
+	}
+	return Discovered{Card: card, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt.Time(), EventID: ev.ID}, nil
+}
+
+// dropUnheld lets go of the cards of newest that no relay holds among its
+// share any more (trimmed out), but addr's: the cards held stay bounded by
+// DiscoverMaxAgents a relay.
+func dropUnheld(newest map[string]Discovered, relays map[string]*relayCards, addr string) {
+	if len(newest) <= DiscoverMaxAgents {
+		return
+	}
+	for id := range newest {
+		if id == addr {
+			continue
+		}
+		held := false
+		for _, rc := range relays {
+			if _, held = rc.agents[id]; held {
+				break
+			}
+		}
+		if !held {
+			delete(newest, id)
+		}
+	}
+}
+
+// share returns the cards of newest, at most DiscoverMaxAgents of them:
+// all when there are no more; else the relays, in the order of their
+// URLs, take turns giving the agent with the newest card they hold that
+// is not taken yet.
+func share(newest map[string]Discovered, relays map[string]*relayCards) []Discovered {
+	if len(newest) <= DiscoverMaxAgents {
+		return slices.Collect(maps.Values(newest))
+	}
+	var lists [][]string
+	for _, url := range slices.Sorted(maps.Keys(relays)) {
+		rc := relays[url]
+		ids := slices.Collect(maps.Keys(rc.agents))
+		slices.SortFunc(ids, func(a, b string) int {
+			if c := rc.agents[b].Compare(rc.agents[a]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		lists = append(lists, ids)
+	}
+	taken := map[string]bool{}
+	out := make([]Discovered, 0, DiscoverMaxAgents)
+	for more := true; more && len(out) < DiscoverMaxAgents; {
+		more = false
+		for i, ids := range lists {
+			for len(ids) > 0 && taken[ids[0]] {
+				ids = ids[1:]
+			}
+			lists[i] = ids
+			if len(ids) == 0 || len(out) == DiscoverMaxAgents {
+				continue
+			}
+			more = true
+			taken[ids[0]] = true
+			out = append(out, newest[ids[0]])
+			lists[i] = ids[1:]
+		}
+	}
+	return out
 }

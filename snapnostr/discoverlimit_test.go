@@ -99,7 +99,7 @@ func TestDiscoverPastARelayIgnoringTheLimit(t *testing.T) {
 	pool := relay.NewPool(relay.PoolConfig{URLs: []string{bad, good}, QueryMaxEvents: maxQuery, Logger: slog.New(slog.DiscardHandler)})
 	pool.Start(ctx)
 	defer pool.Close()
-	found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, card.Identity)
+	found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, card.Identity, snapnostr.DiscoverConfig{})
 	if err != nil {
 		t.Fatalf("discover: %v (%d rejected)", err, rejected.Count)
 	}

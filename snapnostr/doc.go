@@ -58,13 +58,17 @@
 // CardEvent signs an Agent Card as a kind-31337 event; DiscoverByIdentity
 // and DiscoverBySkill query relays for cards and keep only those whose
 // identity is the P2TR address of the event's author, counting impostors
-// as rejected (the first few kept, with why); they read the relays a page
-// at a time, newest first, so that a flood of impostors hides no card:
+// as rejected (the first few kept, with why), as they do expired cards
+// (NIP-40) and cards dated further ahead than the timestamp window; they
+// read the relays a page at a time, newest first, so that a flood of
+// impostors hides no card, and a search by skill gives each relay its
+// share of the agents it returns. A card event carries no expiration: it
+// stands until the agent publishes a newer one:
 //
 //	ev, err := snapnostr.CardEvent(card, key, time.Now())
 //	…
 //	_, err = pool.Publish(ctx, ev)
-//	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, "bc1p…")
+//	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, "bc1p…", snapnostr.DiscoverConfig{})
 //
 // # Requesters
 //

@@ -61,6 +61,10 @@ type Config struct {
 	Fallback client.FallbackConfig
 	// Address is the delegate's P2TR address (required).
 	Address string
+	// Discover judges the dates of the delegate's cards found on the
+	// relays: the node's clock and timestamp window (max_drift); zero:
+	// time.Now and snap.DefaultMaxDrift.
+	Discover snapnostr.DiscoverConfig
 	// StepTimeout bounds the wait for one answer (0: only the caller's
 	// context bounds it).
 	StepTimeout time.Duration
@@ -746,7 +750,7 @@ func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	if to != nil {
 		return to, nil
 	}
-	found, _, err := snapnostr.DiscoverByIdentity(ctx, d.cfg.Relays, d.cfg.Address)
+	found, _, err := snapnostr.DiscoverByIdentity(ctx, d.cfg.Relays, d.cfg.Address, d.cfg.Discover)
 	if err != nil {
 		return nil, fmt.Errorf("finding the delegate's card: %w", err)
 	}

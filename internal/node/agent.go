@@ -25,6 +25,7 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -135,6 +136,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		var d *delegate.Delegate
 		dlog := logger.With("part", "delegate")
 		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Verifier: verifier, Address: a.Delegate, StepTimeout: step,
+			Discover:     snapnostr.DiscoverConfig{MaxDrift: cfg.MaxDrift.Duration},
 			HTTP:         delegate.NewHTTP(self, a.Delegate, a.DelegatePrivateEndpoints, dlog),
 			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Redact: redact, Logger: dlog})
 		if d != nil {

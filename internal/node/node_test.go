@@ -231,14 +231,14 @@ func TestNodePublishesItsCard(t *testing.T) {
 	r := newRequester(t, n.RelayURLs())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address(), snapnostr.DiscoverConfig{})
 	if err != nil || rejected.Count != 0 {
 		t.Fatalf("discover: %v, rejected %v", err, rejected)
 	}
 	if d.PubKey != n.NostrPublicKey() || d.Card.Name != "snapnode" || d.Card.NostrRelays[0] != n.RelayURLs()[0] {
 		t.Errorf("card: %+v", d)
 	}
-	found, _, err := snapnostr.DiscoverBySkill(ctx, r.pool, "tasks")
+	found, _, err := snapnostr.DiscoverBySkill(ctx, r.pool, "tasks", snapnostr.DiscoverConfig{})
 	if err != nil || len(found) != 1 || found[0].Card.Identity != n.Address() {
 		t.Errorf("discover by skill: %v %v", found, err)
 	}
@@ -252,7 +252,7 @@ func TestNodeCardDeclaresStreaming(t *testing.T) {
 	r := newRequester(t, n.RelayURLs())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address(), snapnostr.DiscoverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestNodeRepublishesChangedCard(t *testing.T) {
 	if published, err := n.UpdateCard(ctx, c); err != nil || !published {
 		t.Fatalf("changed card: published=%v err=%v", published, err)
 	}
-	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address(), snapnostr.DiscoverConfig{})
 	if err != nil || d.Card.Name != "renamed" {
 		t.Fatalf("discovered %v, %v; want the renamed card", d, err)
 	}

@@ -64,7 +64,7 @@ func TestNodeCardListsWhatItReads(t *testing.T) {
 	r := newRequester(t, n.RelayURLs())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address(), snapnostr.DiscoverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
