@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,13 +150,15 @@ const (
 func (n *Node) publish(ctx context.Context, card *snap.Card, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	at := time.Now().Truncate(time.Second)
+	now := time.Now()
+	at := now.Truncate(time.Second)
 	if prev, err := n.pool.Query(ctx, nostr.Filter{Kinds: []int{relay.KindCard},
 		Authors: []string{n.key.NostrPublicKey()}, Tags: nostr.TagMap{"d": {card.Identity}}}); err == nil {
-		for _, ev := range prev {
-			if t := ev.CreatedAt.Time(); !at.After(t) {
-				at = t.Add(time.Second)
-			}
+		var ahead bool
+		if at, ahead = cardDate(now, prev, cmp.Or(n.cfg.MaxDrift.Duration, snap.DefaultMaxDrift)); ahead {
+			n.logger.Warn("the relays hold a card of this node dated ahead of this clock by more than max_drift (a clock that ran ahead published it): "+
+				"the card is dated after it, as relays keep only the newest, and peers' discovery ignores cards dated so far ahead, so it does not find this node on these relays until about then",
+				"dated", at.Add(-time.Second).UTC())
 		}
 	}
 	ev, err := snapnostr.CardEvent(card, n.key, at)
@@ -174,6 +177,20 @@ func (n *Node) publish(ctx context.Context, card *snap.Card, wait time.Duration)
 		case <-time.After(delay):
 		}
 	}
+}
+
+// cardDate returns the date of a card published now (to the second):
+// now, or a second after the newest of prev, the node's cards on the
+// relays, when that is not before now. ahead says that card is dated more
+// than maxDrift after now: discovery ignores a card dated so far ahead.
+func cardDate(now time.Time, prev []*nostr.Event, maxDrift time.Duration) (at time.Time, ahead bool) {
+	at = now.Truncate(time.Second)
+	for _, ev := range prev {
+		if t := ev.CreatedAt.Time(); !at.After(t) {
+			at = t.Add(time.Second)
+		}
+	}
+	return at, at.Add(-time.Second).After(now.Add(maxDrift))
 }
 
 // UpdateCard rebuilds the card from c and, when it differs from the one
