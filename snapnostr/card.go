@@ -228,17 +228,18 @@ func DiscoverBySkill(ctx context.Context, q Querier, skill string, cfg DiscoverC
 }
 
 // relayCards is one relay's part in a discovery: where its next page
-// ends, the ids of its page before, and, by identity, the newest
-// created_at of the valid cards it brought (at most DiscoverMaxAgents
-// identities, those of its newest cards: its share).
+// ends, the ids it gave dated then (which it gives again), and, by
+// identity, the newest created_at of the valid cards it brought (at most
+// DiscoverMaxAgents identities, those of its newest cards: its share).
 type relayCards struct {
 	until   nostr.Timestamp
+	begun   bool // until is set
 	done    bool // the relay has nothing more to give this discovery
 	stepped bool // its page before brought nothing new: until went one second back
 	seen    map[string]struct{}
 	agents  map[string]time.Time
 	// this page's events, and the oldest
-	page   []string
+	page   []*nostr.Event
 	oldest nostr.Timestamp
 }
 
@@ -345,7 +346,7 @@ func discover(ctx context.Context, q Querier, f nostr.Filter, addr string, cfg D
 				if len(rc.page) == 0 || ev.CreatedAt < rc.oldest {
 					rc.oldest = ev.CreatedAt
 				}
-				rc.page = append(rc.page, ev.ID)
+				rc.page = append(rc.page, ev)
 				if at := ev.CreatedAt.Time(); id != "" && at.After(rc.agents[id]) {
 					rc.agents[id] = at
 				}
@@ -361,23 +362,29 @@ func discover(ctx context.Context, q Querier, f nostr.Filter, addr string, cfg D
 				rc.done, rc.until = true, 0
 				continue
 			}
-			fresh := 0
-			for _, id := range rc.page {
-				if _, ok := rc.seen[id]; !ok {
-					fresh++
-				}
-			}
 			if rc.stepped {
 				rejected.Cut = fmt.Sprintf("%s holds more card events dated %s than it gives at once: some were not read",
 					url, (rc.until + 1).Time().UTC().Format(time.RFC3339))
 			}
-			rc.seen = make(map[string]struct{}, len(rc.page))
-			for _, id := range rc.page {
-				rc.seen[id] = struct{}{}
+			// The ids it gave dated until are kept while until stays:
+			// a relay that gives them again in turns, not one new
+			// among them, is stepped past that second all the same.
+			if !rc.begun || rc.oldest < rc.until {
+				rc.seen = map[string]struct{}{}
 			}
-			rc.until, rc.stepped = rc.oldest, fresh == 0
+			fresh := 0
+			for _, ev := range rc.page {
+				if _, ok := rc.seen[ev.ID]; !ok {
+					fresh++
+					if ev.CreatedAt == rc.oldest {
+						rc.seen[ev.ID] = struct{}{}
+					}
+				}
+			}
+			rc.until, rc.begun, rc.stepped = rc.oldest, true, fresh == 0
 			if rc.stepped {
 				rc.until-- // every event at this second that it gives was read
+				rc.seen = map[string]struct{}{}
 			}
 			shareFull := rc.trim()
 			switch {

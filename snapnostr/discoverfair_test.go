@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
@@ -210,5 +216,62 @@ func TestDiscoverByIdentityPagesEachRelayOnItsOwn(t *testing.T) {
 	found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, own.Tags.GetD(), snapnostr.DiscoverConfig{})
 	if err != nil || found.EventID != own.ID {
 		t.Fatalf("found %+v, %v (%d rejected); want the agent's own card", found, err, rejected.Count)
+	}
+}
+
+// cyclingRelay is a WebSocket relay that answers its n-th REQ with
+// evs[n % len(evs)] alone, whatever the REQ's filter, then EOSE.
+func cyclingRelay(t *testing.T, evs []nostr.Event) string {
+	t.Helper()
+	var n atomic.Int64
+	upgrader := websocket.Upgrader{}
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		defer ws.Close()
+		for {
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
+			if !ok {
+				continue
+			}
+			ev := evs[int(n.Add(1)-1)%len(evs)]
+			b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: ev}.MarshalJSON()
+			e, _ := nostr.EOSEEnvelope(req.SubscriptionID).MarshalJSON()
+			if ws.WriteMessage(websocket.TextMessage, b) != nil || ws.WriteMessage(websocket.TextMessage, e) != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); wg.Wait() })
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// A relay that answers each page with one of two card events dated at
+// one second, in turns, is stepped past that second: each page brings
+// one it gave before, as the page before did not. Discovery ends, with
+// nothing found, well within its time.
+func TestDiscoverStepsPastARelayGivingTheSameCardsInTurns(t *testing.T) {
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := signedCard(t, agent, time.Now().Add(-time.Hour).Truncate(time.Second))
+	pair := impostors(t, own, 2, time.Now().Add(-time.Hour))
+	pair[1] = impostors(t, own, 1, pair[0].CreatedAt.Time())[0]
+	pool, _ := discoverPool(t, cyclingRelay(t, pair))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, own.Tags.GetD(), snapnostr.DiscoverConfig{})
+	if !errors.Is(err, snapnostr.ErrNotFound) || rejected.Count != 2 || rejected.Cut != "" {
+		t.Fatalf("discover: %v, %d rejected (cut: %q); want not found, both rejected, all read", err, rejected.Count, rejected.Cut)
 	}
 }
