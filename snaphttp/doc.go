@@ -55,7 +55,9 @@
 //     when the card changes and every CardResign.
 //   - GET /healthz, and /metrics when Config.Metrics is set, each peer
 //     limited to Config.MonitorRate apart from its SNAP allowance (429
-//     with Retry-After past it); Monitor limits a /metrics served on a
+//     with Retry-After past it); /metrics answers clients on loopback
+//     only, others the 404 of no metrics, unless Config.MetricsPublic.
+//     Monitor limits a /metrics served on a
 //     listener of its own the same way, and a MonitorServer serves it
 //     there with the host names and connection caps of this list.
 //   - The operator console under /console when Config.Console is set.

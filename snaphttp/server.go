@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +74,14 @@ type Config struct {
 	CardResign time.Duration
 	// Address is the agent's address, shown by /healthz.
 	Address string
-	// Metrics is served at /metrics; nil: 404.
+	// Metrics is served at /metrics to clients on loopback only, unless
+	// MetricsPublic: a client on another machine gets the 404 of a nil
+	// Metrics, which does not tell it that metrics exist. Behind a reverse
+	// proxy on the same machine every client is on loopback: such a proxy
+	// must not forward /metrics. nil: 404 to every client.
 	Metrics http.Handler
+	// MetricsPublic serves Metrics to clients on any address.
+	MetricsPublic bool
 	// Console is served at /console and below (the operator's web
 	// console, which does its own access control); nil: 404.
 	Console http.Handler
@@ -329,6 +336,9 @@ type Server struct {
 	// refusedOrigin and refusedHost are set once a page of a refused
 	// origin, or a request to a refused host, was logged (at warn, once).
 	refusedOrigin, refusedHost atomic.Bool
+	// refusedMetrics is set once a client off loopback was refused
+	// /metrics and that was logged (at info, once).
+	refusedMetrics atomic.Bool
 
 	// base is the context of every request; it ends when Serve gives up
 	// waiting for in-flight requests.
@@ -499,6 +509,18 @@ func (s *Server) discardBody(w http.ResponseWriter, rc *http.ResponseController,
 		w.Header().Set("Connection", "close")
 	}
 	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+}
+
+// onLoopback reports whether the remote address addr (host:port, as
+// http.Request.RemoteAddr) is a loopback address, IPv4-mapped ones
+// included.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // refuseHost answers a request addressed to a host name that is not
@@ -894,7 +916,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Metrics == nil {
+	public := s.cfg.MetricsPublic || onLoopback(r.RemoteAddr)
+	if s.cfg.Metrics != nil && !public && s.refusedMetrics.CompareAndSwap(false, true) {
+		s.cfg.Logger.Info("snaphttp: /metrics answered 404 to a client off loopback: it is served to clients on this machine's loopback only (set metrics_listen, or metrics_public, to serve Prometheus on another machine); logged once",
+			"remote", r.RemoteAddr)
+	}
+	if s.cfg.Metrics == nil || !public {
 		writeError(w, http.StatusNotFound, snap.CodeInvalidMessage, "no metrics are served", nil)
 		return
 	}

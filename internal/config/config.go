@@ -143,6 +143,11 @@ type Config struct {
 	// loopback or internal address keeps the metrics off the public
 	// interface.
 	MetricsListen string `toml:"metrics_listen"`
+	// MetricsPublic serves /metrics on HTTPListen to clients off
+	// loopback too; by default they get 404, as when MetricsListen is
+	// set. It does nothing when MetricsListen is set, whose address
+	// serves every client that reaches it.
+	MetricsPublic bool `toml:"metrics_public"`
 	// HTTPMaxConns and HTTPMaxConnsPerPeer cap the TCP connections the
 	// HTTP transport holds, in all and per peer; 0 derives them from the
 	// process's open-file limit (half of it in all, a sixteenth of that
@@ -760,7 +765,8 @@ var settings = []setting{
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
 	floatSetting("monitor-rate", "SNAPNODE_MONITOR_RATE", "allow each peer `N` /healthz and /metrics requests a second (0: no limit)", func(c *Config) *float64 { return &c.MonitorRate }),
 	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
-	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
+	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen, to clients on loopback)", func(c *Config) *string { return &c.MetricsListen }),
+	boolSetting("metrics-public", "SNAPNODE_METRICS_PUBLIC", "serve /metrics on --http-listen to clients off loopback too (by default they get 404)", func(c *Config) *bool { return &c.MetricsPublic }),
 	intSetting("http-max-conns", "SNAPNODE_HTTP_MAX_CONNS", "hold at most `N` HTTP and WebSocket connections (0: half the open-file limit)", func(c *Config) *int { return &c.HTTPMaxConns }),
 	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` connections (WebSocket clients or not) on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
 	intSetting("relay-store-max-events", "SNAPNODE_RELAY_STORE_MAX_EVENTS", "keep at most `N` stored events in the embedded relay's database, deleting the oldest past it (0: 1,000,000)", func(c *Config) *int { return &c.RelayStoreMaxEvents }),

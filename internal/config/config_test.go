@@ -342,6 +342,39 @@ func TestRequestLimitSettings(t *testing.T) {
 	}
 }
 
+// metrics_public is off by default (/metrics on http_listen serves
+// loopback only) and follows the one precedence: flag, variable, file.
+func TestMetricsPublic(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("metrics_public = true\n"), 0o600)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"default", nil, nil, false},
+		{"file", []string{"--config", file}, nil, true},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_METRICS_PUBLIC": "false"}, false},
+		{"flag over env", []string{"--metrics-public"}, map[string]string{"SNAPNODE_METRICS_PUBLIC": "false"}, true},
+		{"flag false over file", []string{"--config", file, "--metrics-public=false"}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MetricsPublic != tc.want {
+				t.Errorf("MetricsPublic %v, want %v", c.MetricsPublic, tc.want)
+			}
+		})
+	}
+	if _, err := load(t, nil, map[string]string{"SNAPNODE_METRICS_PUBLIC": "maybe"}); err == nil || !strings.Contains(err.Error(), "SNAPNODE_METRICS_PUBLIC") {
+		t.Errorf("a bad boolean: %v", err)
+	}
+}
+
 // console_remote is off by default (the console serves loopback only) and
 // follows the one precedence: flag, variable, file.
 func TestConsoleRemote(t *testing.T) {

@@ -29,10 +29,12 @@ type httpPart struct {
 
 // startHTTP serves server and the node's card over HTTP on
 // cfg.HTTPListen until ctx ends or stop is called (stop waits for the
-// requests in flight; see snaphttp.Server); the metrics at
-// /metrics unless cfg.MetricsListen puts them on an address of its own
-// (startMetrics), and, when the node runs proposals, the operator console
-// at /console. With no address it does nothing. When the
+// requests in flight; see snaphttp.Server); the metrics at /metrics
+// unless cfg.MetricsListen puts them on an address of its own
+// (startMetrics), to clients on loopback only unless cfg.MetricsPublic,
+// logging where they are served and to whom; and, when the node runs
+// proposals, the operator console at /console. With no address it does
+// nothing. When the
 // address is the default one and it is taken (another node on this
 // machine), the node runs without HTTP and says so: only an address set
 // on purpose must be free.
@@ -60,7 +62,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	}
 	cfg := snaphttp.Config{
 		Handler: server,
-		Key:     n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
+		Key:     n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler, MetricsPublic: n.cfg.MetricsPublic,
 		Logger:  n.logger.With("part", "http"),
 		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,
 		MaxResponse: int(n.cfg.HTTPMaxResponse), AnswerMemory: n.cfg.HTTPAnswerMemory,
@@ -80,6 +82,14 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	n.http = &httpPart{url: "http://" + dialAddr(ln.Addr()), srv: srv, done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
+	switch {
+	case metricsHandler == nil:
+	case n.cfg.MetricsPublic:
+		n.logger.Info("serving metrics", "url", n.http.url+"/metrics", "clients", "any")
+	default:
+		n.logger.Info("serving metrics", "url", n.http.url+"/metrics", "clients", "loopback",
+			"others", "get 404; set metrics_listen, or metrics_public, to serve Prometheus on another machine")
+	}
 	if con != nil {
 		n.console.Store(&consoleLogin{c: con, base: loginBase(ln.Addr())})
 		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
@@ -169,7 +179,10 @@ func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop fun
 	ctx, cancel := context.WithCancel(ctx)
 	n.metrics = &metricsPart{url: "http://" + ln.Addr().String(), srv: srv, done: make(chan error, 1)}
 	go func() { n.metrics.done <- srv.Serve(ctx, ln) }()
-	n.logger.Info("serving metrics", "url", n.metrics.url+"/metrics")
+	n.logger.Info("serving metrics", "url", n.metrics.url+"/metrics", "clients", "any")
+	if n.cfg.MetricsPublic {
+		n.logger.Warn("metrics_public does nothing with metrics_listen: the address of metrics_listen serves every client that reaches it")
+	}
 	return func() error { cancel(); return <-n.metrics.done }, nil
 }
 

@@ -3,14 +3,18 @@ package node_test
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snaphttp"
 )
 
@@ -157,5 +161,73 @@ func TestMetricsListenCapsConnections(t *testing.T) {
 	first.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := first.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("the longest-idle connection over the cap: read %v, want it closed", err)
+	}
+}
+
+// metricsGet fetches /metrics at the HTTP transport's port from a client
+// bound to the address from (a local address of this machine) and to
+// host, and returns the status and body.
+func metricsGet(t *testing.T, n *node.Node, from, host string) (int, string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(n.HTTPURL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + net.JoinHostPort(host, port) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// /metrics on http_listen answers clients on loopback only by default: a
+// node listening on every address, asked from the machine's address other
+// than loopback, answers the very 404 it gives when metrics_listen moves
+// the metrics elsewhere, so nothing tells a stranger that metrics exist.
+// Before, anyone who reached http_listen read them. The node says at
+// start where metrics are served and to whom.
+func TestMetricsOnHTTPLoopbackOnly(t *testing.T) {
+	addr := machineAddress(t)
+	var log testutil.LockedBuffer
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", "0.0.0.0:0"
+	n, _ := startConfigured(t, cfg, slog.New(slog.NewTextHandler(&log, nil)))
+	if code, body := metricsGet(t, n, "127.0.0.1", "127.0.0.1"); code != 200 || !strings.Contains(body, "snapnode_tasks") {
+		t.Errorf("/metrics from loopback: %d %.200s; want 200 and the series", code, body)
+	}
+	code, body := metricsGet(t, n, addr, addr)
+	if code != http.StatusNotFound || strings.Contains(body, "snapnode_") {
+		t.Errorf("/metrics from %s: %d %.200s; want 404 and no series", addr, code, body)
+	}
+	moved, _ := startNode(t, func(c *config.Config) { c.HTTPListen, c.MetricsListen = "127.0.0.1:0", "127.0.0.1:0" })
+	if wantCode, want := metricsGet(t, moved, "127.0.0.1", "127.0.0.1"); code != wantCode || body != want {
+		t.Errorf("/metrics from %s: %d %.300q; want the 404 of a node with metrics_listen: %d %q", addr, code, body, wantCode, want)
+	}
+	if lines := strings.Count(log.String(), `msg="serving metrics"`); lines != 1 || !strings.Contains(log.String(), "clients=loopback") {
+		t.Errorf("the log says %d times where metrics are served, want once, to loopback clients:\n%s", lines, log.String())
+	}
+}
+
+// metrics_public serves /metrics on http_listen to clients off loopback
+// too, and the node says so at start.
+func TestMetricsPublic(t *testing.T) {
+	addr := machineAddress(t)
+	var log testutil.LockedBuffer
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.RelayListen, cfg.HTTPListen, cfg.MetricsPublic = "127.0.0.1:0", "0.0.0.0:0", true
+	n, _ := startConfigured(t, cfg, slog.New(slog.NewTextHandler(&log, nil)))
+	for _, from := range []string{"127.0.0.1", addr} {
+		if code, body := metricsGet(t, n, from, from); code != 200 || !strings.Contains(body, "snapnode_tasks") {
+			t.Errorf("/metrics from %s with metrics_public: %d %.200s; want 200 and the series", from, code, body)
+		}
+	}
+	if lines := strings.Count(log.String(), `msg="serving metrics"`); lines != 1 || !strings.Contains(log.String(), "clients=any") {
+		t.Errorf("the log says %d times where metrics are served, want once, to any client:\n%s", lines, log.String())
 	}
 }

@@ -236,6 +236,6 @@ func machineAddress(t *testing.T) string {
 			return ipn.IP.String()
 		}
 	}
-	t.Skip("this machine has no IPv4 address but loopback, which the relay does not rate-limit")
+	t.Skip("this machine has no IPv4 address but loopback: no client off loopback can be made here")
 	return ""
 }
