@@ -742,7 +742,7 @@ type Limitation struct {
 	AuthRequired        bool  `json:"auth_required"`
 	PaymentRequired     bool  `json:"payment_required"`
 	RestrictedWrites    bool  `json:"restricted_writes"`
-	CreatedAtLowerLimit int64 `json:"created_at_lower_limit"`
+	CreatedAtLowerLimit int64 `json:"created_at_lower_limit,omitempty"` // 0, left out: any age (0 may read as "nothing older than now")
 	CreatedAtUpperLimit int64 `json:"created_at_upper_limit,omitempty"`
 }
 

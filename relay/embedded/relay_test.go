@@ -477,6 +477,20 @@ func TestNIP11(t *testing.T) {
 	}
 }
 
+// TestNIP11NoLowerLimit: the relay takes events however old, so its
+// NIP-11 document has no created_at_lower_limit; before, it said 0,
+// which a client may read as "nothing older than now".
+func TestNIP11NoLowerLimit(t *testing.T) {
+	tr := startRelay(t, Config{})
+	b, err := json.Marshal(tr.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "created_at_lower_limit") {
+		t.Fatalf("document announces a lower limit: %s", b)
+	}
+}
+
 func TestSlowReaderDisconnected(t *testing.T) {
 	tr := startRelay(t, Config{SendQueue: 4, WriteTimeout: 2 * time.Second})
 	fast, pub := dial(t, tr.url), dial(t, tr.url)
