@@ -368,7 +368,11 @@ func eventMessage(ev *nostr.Event, lim *limits) (*clientMessage, error) {
 // reqMessage is the REQ message opening subscription id with f.
 func reqMessage(id string, f nostr.Filter, lim *limits) (*clientMessage, error) {
 	if n := len(`["REQ",,]`) + jsonStringLen(id) + filterLen(&f); n > lim.maxMessageLength {
-		return nil, notice("invalid: message too large (%d > %d bytes)", n, lim.maxMessageLength)
+		msg := fmt.Sprintf("invalid: message too large (%d > %d bytes)", n, lim.maxMessageLength)
+		if checkSubID(id, "REQ", lim) == nil {
+			return nil, closed(id, "%s", msg) // as wholeRefusal
+		}
+		return nil, notice("%s", msg)
 	}
 	if err := checkSubID(id, "REQ", lim); err != nil {
 		return nil, err

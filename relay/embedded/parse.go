@@ -96,27 +96,27 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	defer jsondec.Put(pooled)
 	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-		return nil, unparsable(b, "not a JSON array")
+		return nil, unparsable(b, lim, "not a JSON array")
 	}
 	msg, refused := readClientMessage(dec, lim)
 	// The rest of the array, whatever was refused, then nothing after it.
 	for dec.StackDepth() > 1 {
 		if _, err := dec.ReadToken(); err != nil {
-			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
+			return nil, unparsable(b, lim, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
 		}
 	}
 	for dec.StackDepth() == 1 && dec.PeekKind() != ']' {
 		if _, err := dec.ReadValue(); err != nil {
-			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
+			return nil, unparsable(b, lim, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
 		}
 	}
 	if dec.StackDepth() == 1 {
 		if _, err := dec.ReadToken(); err != nil {
-			return nil, unparsable(b, "not a JSON array")
+			return nil, unparsable(b, lim, "not a JSON array")
 		}
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, unparsable(b, "data after the array")
+		return nil, unparsable(b, lim, "data after the array")
 	}
 	if refused != nil {
 		return nil, refused
@@ -214,12 +214,10 @@ func readClientMessage(dec *jsontext.Decoder, lim *limits) (*clientMessage, *ref
 
 // unparsable refuses b, which is not a JSON array the relay reads, for
 // why: with the OK false its publisher waits for when it is an EVENT
-// whose id can be found (see eventIDHint), else with a NOTICE.
-func unparsable(b []byte, why string) *refusal {
-	if id := eventIDHint(b); id != "" {
-		return okFalse(id, "invalid: could not parse message: %s", why)
-	}
-	return notice("invalid: could not parse message: %s", why)
+// whose id can be found, the CLOSED of a REQ whose subscription id can,
+// else with a NOTICE (see wholeRefusal).
+func unparsable(b []byte, lim *limits, why string) *refusal {
+	return wholeRefusal(b, nil, lim, "invalid: could not parse message: "+why)
 }
 
 // filterRefusal is the answer to a REQ with a filter refused with err.

@@ -33,21 +33,21 @@ func twoPassParseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	defer jsondec.Put(pooled)
 	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-		return nil, unparsable(b, "not a JSON array")
+		return nil, unparsable(b, lim, "not a JSON array")
 	}
 	var arr []jsontext.Value
 	for dec.PeekKind() != ']' {
 		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
+			return nil, unparsable(b, lim, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
 		}
 		arr = append(arr, v)
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, unparsable(b, "not a JSON array")
+		return nil, unparsable(b, lim, "not a JSON array")
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, unparsable(b, "data after the array")
+		return nil, unparsable(b, lim, "data after the array")
 	}
 	if len(arr) == 0 {
 		return nil, notice("invalid: empty message")

@@ -55,12 +55,12 @@ func TestParseKeepsNothing(t *testing.T) {
 			kept := min(len(m), lim.maxMessageLength+1)
 			buf := make([]byte, max(readBufferSize, kept))
 			b := buf[:copy(buf, m[:kept])]
-			got, gotErr := parseMessage(b, int64(len(m)), lim)
+			got, gotErr := parseMessage(b, nil, int64(len(m)), lim)
 			for _, fill := range []byte{'x', '"', 0xff} {
 				for j := range buf {
 					buf[j] = fill
 				}
-				want, wantErr := parseMessage([]byte(m[:kept]), int64(len(m)), lim)
+				want, wantErr := parseMessage([]byte(m[:kept]), nil, int64(len(m)), lim)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("%.60s: the message changed with its buffer written over with %q:\n got %+v\nwant %+v", m, fill, got, want)
 				}

@@ -652,9 +652,9 @@ func TestLimits(t *testing.T) {
 	if ok, why := c.publish(big); ok || !strings.HasPrefix(why, "invalid:") || !strings.Contains(why, "too large") {
 		t.Fatalf("oversized event: %v %q", ok, why)
 	}
-	// An oversized REQ gets a NOTICE.
+	// An oversized REQ gets a CLOSED with its subscription id.
 	c.send("REQ", "big", map[string]any{"#x": []string{strings.Repeat("y", 5000)}})
-	noticeWith("invalid:")
+	closedWith("big", "invalid:")
 
 	// limit is capped at MaxLimit.
 	for i := range 5 {
@@ -1612,8 +1612,8 @@ func TestReadKeepsAtMostTheLimit(t *testing.T) {
 	c := dial(t, tr.url)
 	msg := []byte(`["REQ","big",{"#x":["` + strings.Repeat("y", limit+limit/2) + `"]}]`)
 	c.sendRaw(msg)
-	if m := c.expect("NOTICE"); m.str(0) != fmt.Sprintf("invalid: message too large (%d > %d bytes)", len(msg), limit) {
-		t.Fatalf("NOTICE %q, want the whole length %d", m.str(0), len(msg))
+	if m := c.expect("CLOSED"); m.str(1) != fmt.Sprintf("invalid: message too large (%d > %d bytes)", len(msg), limit) {
+		t.Fatalf("CLOSED %q, want the whole length %d", m.str(1), len(msg))
 	}
 }
 

@@ -222,14 +222,14 @@ func (t *wsTransport) readLoop() {
 		// once it is handled: an idle reader, waiting in NextReader,
 		// holds none.
 		var buf *[]byte
-		var b []byte
+		var b, tail []byte
 		var size int64
 		if err == nil {
 			reading = true
 			_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 			buf = c.r.reads.Get(readBufferSize)
 			room = readRoom{c: c}
-			b, size, err = readKept(r, cfg.MaxMessageLength, *buf, room.grow)
+			b, tail, size, err = readKept(r, cfg.MaxMessageLength, *buf, room.grow)
 		}
 		if err != nil {
 			room.giveBack()
@@ -263,9 +263,9 @@ func (t *wsTransport) readLoop() {
 		// message may have ended where the room did) and the message is
 		// not too large anyway, which handle says.
 		if room.refused && size > int64(len(b)) && size <= int64(cfg.MaxMessageLength) {
-			err = c.refuse(room.refusal(b))
+			err = c.refuse(room.refusal(b, tail))
 		} else {
-			err = t.handle(b, size)
+			err = t.handle(b, tail, size)
 		}
 		room.giveBack()
 		c.r.reads.Put(buf) // nothing handle made keeps b: see parseMessage
@@ -287,15 +287,20 @@ func (t *wsTransport) readLoop() {
 // capacity goes; a longer message moves to a buffer of its own, which
 // grows, so that buf is never more than written into.
 func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
-	return readKept(r, limit, buf, nil)
+	b, _, n, err := readKept(r, limit, buf, nil)
+	return b, n, err
 }
 
 // readKept is readLimited asking grow, when it is not nil, for room for
 // each n bytes more it would keep past buf: when grow refuses, what it
 // kept so far is all it keeps, and the rest of the message is let go.
-func readKept(r io.Reader, limit int, buf []byte, grow func(n int) bool) ([]byte, int64, error) {
+// Of what it lets go it keeps the last tailKept bytes, tail (nil when
+// the message was kept whole): where an oversized EVENT's id is when its
+// members come in nostr-tools's order, after the content (see
+// wholeRefusal).
+func readKept(r io.Reader, limit int, buf []byte, grow func(n int) bool) (b, tail []byte, size int64, err error) {
 	keep := limit + 1
-	b := buf[:0:min(keep, cap(buf))]
+	b = buf[:0:min(keep, cap(buf))]
 	if cap(b) == 0 {
 		b = make([]byte, 0, min(keep, readBufferSize))
 	}
@@ -310,17 +315,45 @@ func readKept(r io.Reader, limit int, buf []byte, grow func(n int) bool) ([]byte
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
-			return b, int64(len(b)), nil
+			return b, nil, int64(len(b)), nil
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	tail, rest, err := readTail(r)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return b, tail, int64(len(b)) + rest, nil
+}
+
+// tailKept is how much of the end of a message not kept whole readKept
+// keeps: an event's id and what follows it (its sig) take about 210
+// bytes as nostr-tools writes them.
+const tailKept = 512
+
+// readTail reads r to its end and returns its last tailKept bytes (or
+// fewer, if it has fewer) and how many bytes it read. It holds a small
+// buffer for the call: only a message not kept whole comes here.
+func readTail(r io.Reader) ([]byte, int64, error) {
+	buf := make([]byte, 8*tailKept)
+	used := 0
+	var n int64
+	for {
+		if used == len(buf) { // slide: keep the last tailKept bytes
+			used = copy(buf, buf[used-tailKept:used])
+		}
+		m, err := r.Read(buf[used:])
+		used += m
+		n += int64(m)
+		if err == io.EOF {
+			return buf[max(0, used-tailKept):used], n, nil
 		}
 		if err != nil {
 			return nil, 0, err
 		}
 	}
-	rest, err := io.Copy(io.Discard, r)
-	if err != nil {
-		return nil, 0, err
-	}
-	return b, int64(len(b)) + rest, nil
 }
 
 // readRoom counts, for one message of c being read, the bytes its
@@ -357,18 +390,15 @@ func (m *readRoom) giveBack() {
 }
 
 // refusal is the answer to a message refused for want of room, of which
-// b is what was kept: OK false when it is an EVENT whose id comes early
-// enough to be read, a NOTICE otherwise.
-func (m *readRoom) refusal(b []byte) *refusal {
+// b is what was kept and tail the end of what was not (see readKept): see
+// wholeRefusal.
+func (m *readRoom) refusal(b, tail []byte) *refusal {
 	cfg := &m.c.r.cfg
 	msg := fmt.Sprintf("rate-limited: the messages your address is sending hold too much memory on this relay while they are read (max %d bytes); try again later", cfg.MaxReadingBytesPerIP)
 	if m.whole {
 		msg = fmt.Sprintf("rate-limited: the messages being sent to this relay hold too much memory while they are read (max %d bytes); try again later", cfg.MaxReadingBytes)
 	}
-	if id := eventIDHint(b); id != "" {
-		return okFalse(id, "%s", msg)
-	}
-	return notice("%s", msg)
+	return wholeRefusal(b, tail, &m.c.r.lim, msg)
 }
 
 // readBufferSize is the size of the buffers the readers borrow
@@ -378,10 +408,10 @@ func (m *readRoom) refusal(b []byte) *refusal {
 const readBufferSize = 4096
 
 // handle parses and acts on one message, b, of size bytes (of which b
-// keeps at most the limit and one: see readLimited); an error means the
-// connection is closed.
-func (t *wsTransport) handle(b []byte, size int64) error {
-	return t.c.process(parseMessage(b, size, &t.c.r.lim))
+// keeps at most the limit and one, and tail the end of the rest: see
+// readKept); an error means the connection is closed.
+func (t *wsTransport) handle(b, tail []byte, size int64) error {
+	return t.c.process(parseMessage(b, tail, size, &t.c.r.lim))
 }
 
 // parseMessage parses one message, b, of size bytes (see handle). What
@@ -389,23 +419,13 @@ func (t *wsTransport) handle(b []byte, size int64) error {
 // every refusal's text formatted anew), so that the reader lends b again
 // once the message is handled (see Relay.reads; TestParseKeepsNothing
 // holds it to that).
-func parseMessage(b []byte, size int64, lim *limits) (*clientMessage, error) {
-	var m *clientMessage
-	var err error
+func parseMessage(b, tail []byte, size int64, lim *limits) (*clientMessage, error) {
 	if size > int64(lim.maxMessageLength) {
-		err = notice("invalid: message too large (%d > %d bytes)", size, lim.maxMessageLength)
-	} else {
-		m, err = parseClientMessage(b, lim)
-	}
-	var r *refusal
-	if err != nil && errors.As(err, &r) && size > int64(lim.maxMessageLength) {
 		// Too large to parse: answer an EVENT with the OK its
-		// publisher waits for.
-		if id := eventIDHint(b); id != "" {
-			err = okFalse(id, "%s", r.msg)
-		}
+		// publisher waits for, a REQ with its CLOSED.
+		return nil, wholeRefusal(b, tail, lim, fmt.Sprintf("invalid: message too large (%d > %d bytes)", size, lim.maxMessageLength))
 	}
-	return m, err
+	return parseClientMessage(b, lim)
 }
 
 func (t *wsTransport) sendsJSON() bool { return true }
@@ -481,23 +501,112 @@ func (t *wsTransport) finish(code int, text string) {
 	_ = t.ws.Close()
 }
 
-// eventIDHint finds the id of an ["EVENT", {…}] message too large or too
-// malformed to parse, so the refusal can be an OK the publisher is
-// waiting for. It gives "" when the message is not an EVENT or has no
-// id of 64 lowercase hex characters before what cannot be read.
-func eventIDHint(b []byte) string {
+// wholeRefusal is the answer to a message refused as a whole, too large
+// or too malformed to parse, with msg, so that a client waiting on it
+// learns why (NIP-01): OK false for an EVENT whose id can be found (see
+// eventIDHint; in tail, the end of a message not kept whole, when it
+// comes after what was kept, as nostr-tools orders an event's members),
+// CLOSED for a REQ whose subscription id can be read and the relay could
+// hold, a NOTICE otherwise.
+func wholeRefusal(head, tail []byte, lim *limits, msg string) *refusal {
+	if id := eventIDHint(head); id != "" {
+		return okFalse(id, "%s", msg)
+	}
+	if tail != nil && eventObject(head) != nil {
+		if id := tailEventID(tail); id != "" {
+			return okFalse(id, "%s", msg)
+		}
+	}
+	if id := reqIDHint(head, lim); id != "" {
+		return closed(id, "%s", msg)
+	}
+	return notice("%s", msg)
+}
+
+// eventObject returns a decoder of b, a message that begins as
+// ["EVENT", {, past the event's '{'; nil when b does not begin so.
+func eventObject(b []byte) *json.Decoder {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	want := func(d json.Delim) bool {
 		t, err := dec.Token()
 		return err == nil && t == d
 	}
 	if !want('[') {
-		return ""
+		return nil
 	}
 	if t, err := dec.Token(); err != nil || t != "EVENT" {
-		return ""
+		return nil
 	}
 	if !want('{') {
+		return nil
+	}
+	return dec
+}
+
+// reqIDHint finds the subscription id of a ["REQ", id, …] message too
+// large or too malformed to parse, so that the refusal can be the
+// CLOSED its client waits for. It gives "" when the message is not a
+// REQ, or its id is not one the relay could hold (see checkSubID).
+func reqIDHint(b []byte, lim *limits) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return ""
+	}
+	if t, err := dec.Token(); err != nil || t != "REQ" {
+		return ""
+	}
+	t, err := dec.Token()
+	id, ok := t.(string)
+	if err != nil || !ok || checkSubID(id, "REQ", lim) != nil {
+		return ""
+	}
+	return id
+}
+
+// tailEventID finds, in tail, the end of an EVENT message not kept
+// whole, the last member "id" whose value is 64 lowercase hex
+// characters. A member begins after a ',' or '{': the text of a string
+// (the content, a tag) cannot hold one, its quotes being escaped.
+func tailEventID(tail []byte) string {
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for end := len(tail); ; {
+		i := bytes.LastIndex(tail[:end], []byte(`"id"`))
+		if i < 0 {
+			return ""
+		}
+		end = i
+		j := i - 1
+		for j >= 0 && space(tail[j]) {
+			j--
+		}
+		if j < 0 || tail[j] != ',' && tail[j] != '{' {
+			continue
+		}
+		k := i + len(`"id"`)
+		for k < len(tail) && space(tail[k]) {
+			k++
+		}
+		if k >= len(tail) || tail[k] != ':' {
+			continue
+		}
+		for k++; k < len(tail) && space(tail[k]); k++ {
+		}
+		if k+66 > len(tail) || tail[k] != '"' || tail[k+65] != '"' {
+			continue
+		}
+		if id := string(tail[k+1 : k+65]); lowerhex.Valid(id, 64) {
+			return id
+		}
+	}
+}
+
+// eventIDHint finds the id of an ["EVENT", {…}] message too large or too
+// malformed to parse, so the refusal can be an OK the publisher is
+// waiting for. It gives "" when the message is not an EVENT or has no
+// id of 64 lowercase hex characters before what cannot be read.
+func eventIDHint(b []byte) string {
+	dec := eventObject(b)
+	if dec == nil {
 		return ""
 	}
 	for dec.More() {
