@@ -1,10 +1,13 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -92,4 +95,65 @@ func TestOversizedReqGetsClosedOverEitherTransport(t *testing.T) {
 			t.Fatalf("CLOSED %q %q, want big invalid: message too large…", m.SubID, m.Reason)
 		}
 	})
+}
+
+// TestWholeRefusal: what a message refused as a whole is answered with,
+// from its head and the end of what was not kept.
+func TestWholeRefusal(t *testing.T) {
+	lim := &limits{maxSubIDLength: 8}
+	id := strings.Repeat("ab", 32)
+	head := []byte(`["EVENT",{"kind":1,"content":"xxxx`)
+	for _, c := range []struct {
+		name       string
+		head, tail string
+		want       replyType
+		ref        string
+	}{
+		{"id in the head", `["EVENT",{"id":"` + id + `","content":"xx`, `x"}]`, replyOK, id},
+		{"id in the tail", string(head), `xx","pubkey":"p","id":"` + id + `","sig":"s"}]`, replyOK, id},
+		{"id in the tail, spaced", string(head), "xx\" ,\n \"id\" : \"" + id + "\" }]", replyOK, id},
+		{"the last id member wins", string(head), `xx","id":"` + strings.Repeat("cd", 32) + `","id":"` + id + `"}]`, replyOK, id},
+		{"an id inside a string", string(head), `xx\",\"id\":\"` + id + `\""}]`, replyNotice, ""},
+		{"an id cut at the tail's start", string(head), `id":"` + id + `"}]`, replyNotice, ""},
+		{"an uppercase id", string(head), `xx","id":"` + strings.ToUpper(id) + `"}]`, replyNotice, ""},
+		{"a tail of no EVENT", `["NOTE",{"content":"xx`, `x","id":"` + id + `"}]`, replyNotice, ""},
+		{"no tail", string(head), "", replyNotice, ""},
+		{"a REQ", `["REQ","sub",{"ids":["`, `"]}]`, replyClosed, "sub"},
+		{"a REQ with too long an id", `["REQ","123456789",{"ids":["`, `"]}]`, replyNotice, ""},
+		{"a REQ with an empty id", `["REQ","",{"ids":["`, `"]}]`, replyNotice, ""},
+	} {
+		var tail []byte
+		if c.tail != "" {
+			tail = []byte(c.tail)
+		}
+		r := wholeRefusal([]byte(c.head), tail, lim, "invalid: message too large")
+		if r.reply != c.want || r.ref != c.ref || r.msg != "invalid: message too large" {
+			t.Errorf("%s: got %+v, want reply %d ref %q", c.name, r, c.want, c.ref)
+		}
+	}
+}
+
+// TestReadKeptTail: of a message not kept whole, readKept keeps its last
+// tailKept bytes, however its reads fall.
+func TestReadKeptTail(t *testing.T) {
+	for _, n := range []int{4097, 4100, 4096 + tailKept, 4096 + 8*tailKept, 4096 + 8*tailKept + 1, 100_003} {
+		in := make([]byte, n)
+		for i := range in {
+			in[i] = byte('a' + i%26)
+		}
+		for _, r := range []io.Reader{bytes.NewReader(in), iotest.OneByteReader(bytes.NewReader(in)), iotest.HalfReader(bytes.NewReader(in))} {
+			b, tail, size, err := readKept(r, 4095, make([]byte, 0, 4096), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTail := in[max(4096, n-tailKept):]
+			if size != int64(n) || !bytes.Equal(b, in[:4096]) || !bytes.Equal(tail, wantTail) {
+				t.Errorf("%d bytes: read %d, kept %d, tail %d bytes; want %d, 4096, the last %d", n, size, len(b), len(tail), n, len(wantTail))
+			}
+		}
+	}
+	// A message kept whole has no tail.
+	if _, tail, _, _ := readKept(strings.NewReader("short"), 4095, nil, nil); tail != nil {
+		t.Errorf("a message kept whole: tail %q", tail)
+	}
 }
