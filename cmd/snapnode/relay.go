@@ -105,6 +105,24 @@ func readOrigins(path string) ([]string, error) {
 	return list, nil
 }
 
+// relayUnbounded names the flags that a relay of cfg listening on addr
+// lacks to bound what one client address publishes: --event-rate and
+// --store-peer-share, neither of which applies to loopback clients, so
+// none on a loopback address.
+func relayUnbounded(addr net.Addr, cfg embedded.Config) []string {
+	if t, ok := addr.(*net.TCPAddr); !ok || t.IP.IsLoopback() {
+		return nil
+	}
+	var missing []string
+	if cfg.EventsPerSecond == 0 {
+		missing = append(missing, "--event-rate")
+	}
+	if cfg.StorePeerShare == 0 {
+		missing = append(missing, "--store-peer-share")
+	}
+	return missing
+}
+
 // runRelay serves the relay of cfg on listen until ctx is cancelled. At
 // each signal on hup it puts in force the origins load returns (a list
 // that does not load leaves the one in force); with no load, it says
@@ -122,6 +140,10 @@ func (c *cli) runRelay(ctx context.Context, prog, listen string, cfg embedded.Co
 		return c.ioError(prog, err)
 	}
 	fmt.Fprintf(c.stdout, "snapnode relay listening url=%s\n", embedded.WebSocketURL(ln.Addr()))
+	if missing := relayUnbounded(ln.Addr(), cfg); len(missing) > 0 {
+		logger.Warn("relay listening beyond loopback with no bound on what one client address publishes: one address may flood it and push every other stored event out; give these flags",
+			"missing", strings.Join(missing, " "), "addr", ln.Addr().String())
+	}
 	rctx, stopReload := context.WithCancel(ctx)
 	reloaded := make(chan struct{})
 	go func() {

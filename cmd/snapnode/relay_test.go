@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
 )
 
 // `snapnode relay` serves a relay that stores events in its database and
@@ -148,4 +151,30 @@ func TestRelayReloadsOrigins(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitLog("the list in force stays")
 	origins(map[string]int{"https://flag.example": 101, "https://two.example": 101})
+}
+
+// A relay listening beyond loopback without --event-rate or
+// --store-peer-share lets one client address flood it and push out
+// every stored event: relayUnbounded names the flags it lacks, so that
+// runRelay warns; on loopback (the default), where neither applies, it
+// names none.
+func TestRelayUnbounded(t *testing.T) {
+	public := &net.TCPAddr{IP: net.IPv4zero, Port: 7447}
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7447}
+	for _, c := range []struct {
+		addr net.Addr
+		cfg  embedded.Config
+		want []string
+	}{
+		{loop, embedded.Config{}, nil},
+		{&net.TCPAddr{IP: net.IPv6loopback}, embedded.Config{}, nil},
+		{public, embedded.Config{}, []string{"--event-rate", "--store-peer-share"}},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1")}, embedded.Config{EventsPerSecond: 20}, []string{"--store-peer-share"}},
+		{public, embedded.Config{StorePeerShare: 0.01}, []string{"--event-rate"}},
+		{public, embedded.Config{EventsPerSecond: 20, StorePeerShare: 0.01}, nil},
+	} {
+		if got := relayUnbounded(c.addr, c.cfg); !slices.Equal(got, c.want) {
+			t.Errorf("%v %+v: %q, want %q", c.addr, c.cfg, got, c.want)
+		}
+	}
 }
