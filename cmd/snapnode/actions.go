@@ -21,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/scripts"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/proposals"
 )
 
@@ -81,12 +82,17 @@ func (c *cli) adminCommand(op string, args []string) int {
 // nodeCommand is the flags of fs given that name the node's data folder
 // and database (--config, --data-dir, --database), as a command line
 // gives them, each followed by a space: a command that reads the node's
-// database finds it where this one was told it is.
+// database finds it where this one was told it is. A PostgreSQL DSN's
+// passwords are shown as xxxxx (sqldb.Redacted), as the console shows
+// them: stderr is no place for them, and the operator puts them back.
 func nodeCommand(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" || f.Name == "data-dir" || f.Name == "database" {
+		switch f.Name {
+		case "config", "data-dir":
 			b.WriteString("--" + f.Name + " " + shellWord(f.Value.String()) + " ")
+		case "database":
+			b.WriteString("--database " + shellWord(sqldb.Redacted(f.Value.String())) + " ")
 		}
 	})
 	return b.String()

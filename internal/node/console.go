@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/shellword"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
@@ -126,9 +126,10 @@ func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
 // none for a node run with the default settings (the bare command finds
 // it in the folder it runs in); else its settings file and its data
 // folder (where its admin socket is), absolute, wherever the command
-// runs, and, when no settings file names it, its database: a SQLite file
-// absolute, a PostgreSQL URL with its password left out (xxxxx: the page
-// does not show it; the operator puts it back).
+// runs, and, when no settings file names it, its database
+// (databaseFlag): a SQLite file absolute, a PostgreSQL URL with its
+// passwords left out (xxxxx: the page does not show them; the operator
+// puts them back).
 func nodeFlags(cfg config.Config) string {
 	if cfg.ConfigFile == "" && cfg.DataDir == config.Default().DataDir && cfg.Database == "" {
 		return ""
@@ -140,11 +141,7 @@ func nodeFlags(cfg config.Config) string {
 	}
 	flag("data-dir", absolute(cfg.DataDir))
 	if cfg.ConfigFile == "" && cfg.Database != "" {
-		if strings.HasPrefix(cfg.Database, "postgres://") || strings.HasPrefix(cfg.Database, "postgresql://") {
-			flag("database", withoutPassword(cfg.Database))
-		} else {
-			flag("database", absolute(cfg.Database))
-		}
+		flag("database", databaseFlag(cfg.Database))
 	}
 	return strings.Join(words, " ")
 }
@@ -157,17 +154,17 @@ func absolute(path string) string {
 	return path
 }
 
-// withoutPassword is the PostgreSQL URL dsn with its password, in its
-// user part or its query, shown as xxxxx; what does not parse is not
-// shown.
-func withoutPassword(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "postgres://…"
+// databaseFlag is the --database that names the node's database dsn,
+// read as the node reads it (sqldb.Open): a SQLite file, however given
+// (a path, sqlite:PATH), its absolute path; memory as it is; a
+// PostgreSQL URL, its scheme in any letter case, without its passwords
+// (sqldb.Redacted).
+func databaseFlag(dsn string) string {
+	if dsn == config.MemoryDatabase {
+		return dsn
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	if d, path, err := sqldb.Target(dsn); err == nil && d == sqldb.SQLite {
+		return absolute(path)
 	}
-	return u.Redacted()
+	return sqldb.Redacted(dsn)
 }

@@ -34,6 +34,15 @@ func TestConsoleNodeFlags(t *testing.T) {
 		{"sqlite database", func(c *config.Config) { c.Database = "db/tasks.db" }, "--data-dir " + abs(def.DataDir) + " --database " + abs("db/tasks.db")},
 		{"postgres database", func(c *config.Config) { c.DataDir = "/d"; c.Database = "postgres://u:secret@db:5432/x?sslmode=disable" },
 			"--data-dir /d --database 'postgres://u:xxxxx@db:5432/x?sslmode=disable'"},
+		// The database as the node reads it (sqldb.Open): a scheme in
+		// any letter case, sqlite: before a path, memory.
+		{"postgres database in capitals", func(c *config.Config) { c.DataDir = "/d"; c.Database = "POSTGRES://u:secret@db:5432/x" },
+			"--data-dir /d --database postgres://u:xxxxx@db:5432/x"},
+		{"password in the query", func(c *config.Config) { c.DataDir = "/d"; c.Database = "postgresql://db/x?user=u&password=secret" },
+			"--data-dir /d --database 'postgresql://db/x?password=xxxxx&user=u'"},
+		{"sqlite: database", func(c *config.Config) { c.DataDir = "/d"; c.Database = "sqlite:db/tasks.db" }, "--data-dir /d --database " + abs("db/tasks.db")},
+		{"sqlite:// database", func(c *config.Config) { c.DataDir = "/d"; c.Database = "sqlite:///srv/tasks.db" }, "--data-dir /d --database /srv/tasks.db"},
+		{"memory database", func(c *config.Config) { c.DataDir = "/d"; c.Database = config.MemoryDatabase }, "--data-dir /d --database memory"},
 	}
 	for _, tc := range cases {
 		cfg := config.Default()
