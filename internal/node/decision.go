@@ -113,31 +113,16 @@ func parseDecision(req *tasks.SendParams) (taskID string, d *decision, err error
 
 // registerMethods registers the protocol methods on router: the task
 // service's, with message/send and message/stream first offered to props
-// (when proposals run) for an operator's decision on a held action, and
-// tasks/cancel followed by the withdrawal of the actions the canceled task
-// held.
+// (when proposals run) for an operator's decision on a held action. A
+// canceled task's held actions are withdrawn by the task service's Ended
+// (see startTasks), as those of any task this process ends.
 func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals.Proposals, logger *slog.Logger) {
 	if props == nil {
 		svc.Register(router, nil)
 		return
 	}
 	d := decisions{props: props, tasks: svc, logger: logger}
-	svc.Register(cancelRouter{Router: router, d: d}, d.tryDecision)
-}
-
-// cancelRouter registers on its Router, wrapping tasks/cancel so that a
-// canceled task holds no action.
-type cancelRouter struct {
-	*snap.Router
-	d decisions
-}
-
-// Handle implements tasks.Registrar.
-func (r cancelRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
-	if method == "tasks/cancel" {
-		h = r.d.cancels(h)
-	}
-	r.Router.Handle(method, h)
+	svc.Register(router, d.tryDecision)
 }
 
 // decisions carries signed operator decisions to the proposals.
@@ -145,21 +130,6 @@ type decisions struct {
 	props  *proposals.Proposals
 	tasks  *tasks.Service
 	logger *slog.Logger
-}
-
-// cancels wraps the tasks/cancel handler next: once a task is canceled,
-// the actions it held are withdrawn (none can run any more).
-func (p decisions) cancels(next snap.HandlerFunc) snap.HandlerFunc {
-	return func(ctx context.Context, req *snap.Verified) (any, error) {
-		resp, err := next(ctx, req)
-		if r, ok := resp.(*tasks.TaskResponse); ok && err == nil && r.Task != nil {
-			if _, werr := p.props.TaskEnded(ctx, r.Task.ID); werr != nil {
-				// The next reconcile pass withdraws them.
-				p.logger.Warn("held actions of a canceled task not withdrawn", "task", r.Task.ID, "err", werr)
-			}
-		}
-		return resp, err
-	}
 }
 
 // tryDecision carries out req, whose params the router decoded, if it is
