@@ -195,7 +195,7 @@ func (c *cli) held(args []string) int {
 	for _, h := range list {
 		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, mixed(h.Reason), h.DiffSum)
 		if *showDiff {
-			printDiff(c.stdout, h.Diff)
+			printDiff(c.stdout, h.Diff, h.DiffCut)
 		}
 	}
 	return exitOK
@@ -216,6 +216,9 @@ type heldPage struct {
 type heldAction struct {
 	Task, Action, Kind, Requester, Reason, Diff string
 	DiffSum                                     string `json:"diff_sha256"`
+	// DiffCut counts the bytes of a diff too long for one answer of the
+	// node left out of Diff.
+	DiffCut int `json:"diff_cut"`
 }
 
 // printHeldTable prints the held actions for a reader at a terminal:
@@ -231,7 +234,7 @@ func printHeldTable(w io.Writer, list []heldAction, showDiff bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(h.Task), cell(h.Action), cell(h.Kind), cell(h.Requester), cell(h.DiffSum), cell(mixed(h.Reason)))
 		if showDiff {
 			tw.Flush()
-			printDiff(w, h.Diff)
+			printDiff(w, h.Diff, h.DiffCut)
 			if i < len(list)-1 {
 				fmt.Fprintln(w)
 			}
@@ -256,12 +259,16 @@ func cell(s string) string {
 func mixed(reason string) string { return scripts.Mark(reason, scripts.Spelled) }
 
 // printDiff prints a held action's diff, ending its last line, the words
-// of its paths that can pass for Latin ones marked (executor.MarkDiffPaths).
-func printDiff(w io.Writer, diff string) {
+// of its paths that can pass for Latin ones marked (executor.MarkDiffPaths),
+// and, when the node cut it (cut bytes left out), a line saying so.
+func printDiff(w io.Writer, diff string, cut int) {
 	diff = executor.MarkDiffPaths(diff)
 	fmt.Fprint(w, diff)
 	if !strings.HasSuffix(diff, "\n") {
 		fmt.Fprintln(w)
+	}
+	if cut > 0 {
+		fmt.Fprintf(w, "[%d more bytes of this diff not shown: it is too long for one answer of the node; the console's task page downloads it whole]\n", cut)
 	}
 }
 

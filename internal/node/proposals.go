@@ -71,6 +71,10 @@ type heldAction struct {
 	// with another.
 	Diff    string `json:"diff,omitempty"`
 	DiffSum string `json:"diff_sha256"`
+	// DiffCut counts the bytes of the diff left out of Diff, a diff that
+	// alone would pass the socket's bound (heldDiffShown); 0: Diff is
+	// whole.
+	DiffCut int `json:"diff_cut,omitempty"`
 }
 
 // heldList is a page of held actions as `snapnode held` reads it: Total
@@ -90,9 +94,13 @@ type heldList struct {
 // diffs themselves, up to twelve bytes a byte once spelled out and
 // written as JSON, within the admin socket's bound (admin.MaxResponse);
 // with their sums alone, what the node reads for one page.
+//
+// heldDiffShown bounds the diff of one action as sent: written as JSON
+// (a "<" is six bytes, \u003c), within 3/4 of the socket's bound.
 const (
 	heldDiffBudget = admin.MaxResponse / 16
 	heldSumBudget  = admin.MaxResponse
+	heldDiffShown  = admin.MaxResponse / 8
 )
 
 // Held implements admin.Handler. The diffs a page reads are bounded
@@ -114,6 +122,14 @@ func (h adminHandler) Held(ctx context.Context, taskID, after string, limit int,
 			DiffSum: proposals.DiffSum(pa.Diff)}
 		if withDiff {
 			a.Diff = executor.Visible(pa.Diff)
+			if len(a.Diff) > heldDiffShown {
+				// One diff can pass the socket's bound alone (a
+				// composite's changes are one diff): its start is
+				// shown, the rest counted.
+				var used int
+				a.Diff, used = executor.VisiblePrefix(pa.Diff, heldDiffShown, false)
+				a.DiffCut = len(pa.Diff) - used
+			}
 			// As sent, a page's diffs within the budget can still pass
 			// the socket's bound (its first is listed whatever its
 			// size): the page ends before the one that would.
