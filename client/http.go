@@ -206,7 +206,10 @@ func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string)
 	}))
 	resp, err := c.cfg.HTTP.Do(hreq)
 	if err != nil {
-		if written.Load() {
+		// A response comes with an error only when the client refused
+		// to follow the redirect it is (http.Client.Do): the agent
+		// answered, and did not take the request there.
+		if resp == nil && written.Load() {
 			// No status line came: the agent may have taken it.
 			return nil, unanswered(ctx, err)
 		}
