@@ -84,7 +84,7 @@ func TestHeldPageDiffBound(t *testing.T) {
 	one := len(all.Actions[0].Diff)
 	for _, c := range []struct {
 		max, listed int
-	}{{2*one + 1, 2}, {one - 1, 1}, {1, 1}} {
+	}{{2*one + 1, 2}, {2 * one, 2}, {3*one - 1, 2}, {one, 1}, {one - 1, 1}, {1, 1}} {
 		page, err := r.props.HeldPage(ctx, proposals.HeldQuery{MaxDiff: c.max})
 		if err != nil || len(page.Actions) != c.listed || !page.DiffBound || page.Total != 4 || page.Next != all.Actions[c.listed-1].ActionID {
 			t.Fatalf("MaxDiff %d: %d listed, bound %v, next %q (%v); want %d, the last listed next", c.max, len(page.Actions), page.DiffBound, page.Next, err, c.listed)
@@ -96,5 +96,9 @@ func TestHeldPageDiffBound(t *testing.T) {
 	}
 	if page, err := r.props.HeldPage(ctx, proposals.HeldQuery{MaxDiff: 4 * one}); err != nil || len(page.Actions) != 4 || page.DiffBound || page.Next != "" {
 		t.Fatalf("MaxDiff of all four: %+v %v", page, err)
+	}
+	// The limit and the bound met at once: the limit ended the page.
+	if page, err := r.props.HeldPage(ctx, proposals.HeldQuery{Limit: 2, MaxDiff: 2 * one}); err != nil || len(page.Actions) != 2 || page.DiffBound || page.Next != all.Actions[1].ActionID {
+		t.Fatalf("Limit 2, MaxDiff of two: %+v %v", page, err)
 	}
 }
