@@ -11,7 +11,10 @@ func TestQuote(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	for _, s := range []string{"", "t1", "/srv/node-2/data", "my node", "it's", "$HOME", "a\nb", "`x`", "'"} {
+	for _, s := range []string{"", "t1", "/srv/node-2/data", "my node", "it's", "$HOME", "a\nb", "`x`", "'",
+		// Every metacharacter of a POSIX shell, whitespace, bytes that
+		// are not UTF-8, a leading dash or tilde, a glob.
+		"a;b|c&d<e>f(g)h", "*", "?", "[ab]", "{a,b}", "!x", "#x", "~", "~/x", "a=~", "x\ty", "\\", "\"", "\xff\xfe", "-n", "--", "a b\r\n"} {
 		out, err := exec.Command(sh, "-c", "printf %s "+Quote(s)).Output()
 		if err != nil || string(out) != s {
 			t.Errorf("Quote(%q) = %s: the shell read %q (%v)", s, Quote(s), out, err)
