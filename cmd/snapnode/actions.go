@@ -21,7 +21,6 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/scripts"
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/proposals"
 )
 
@@ -83,7 +82,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 // and database (--config, --data-dir, --database), as a command line
 // gives them, each followed by a space: a command that reads the node's
 // database finds it where this one was told it is. A PostgreSQL DSN's
-// passwords are shown as xxxxx (sqldb.Redacted), as the console shows
+// passwords are shown as xxxxx (node.ShowDatabase), as the console shows
 // them: stderr is no place for them, and the operator puts them back.
 func nodeCommand(fs *flag.FlagSet) string {
 	var b strings.Builder
@@ -92,7 +91,7 @@ func nodeCommand(fs *flag.FlagSet) string {
 		case "config", "data-dir":
 			b.WriteString("--" + f.Name + " " + shellWord(f.Value.String()) + " ")
 		case "database":
-			b.WriteString("--database " + shellWord(sqldb.Redacted(f.Value.String())) + " ")
+			b.WriteString("--database " + shellWord(node.ShowDatabase(f.Value.String())) + " ")
 		}
 	})
 	return b.String()

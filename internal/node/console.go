@@ -168,3 +168,9 @@ func databaseFlag(dsn string) string {
 	}
 	return sqldb.Redacted(dsn)
 }
+
+// ShowDatabase is the --database dsn as a command's hints print it: a
+// PostgreSQL DSN without its passwords (sqldb.Redacted), anything else as
+// given. Commands name the database with it, never opening sqldb
+// themselves.
+func ShowDatabase(dsn string) string { return sqldb.Redacted(dsn) }
