@@ -39,7 +39,7 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 		return nil, nil
 	}
 	c, err := console.New(console.Config{
-		Source:      consoleSource{n: n},
+		Source:      newConsoleSource(n),
 		Decider:     n.props,
 		Metrics:     mx.Registry(),
 		AllowRemote: n.cfg.ConsoleRemote,
@@ -58,7 +58,18 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 func loginBase(addr net.Addr) string { return "http://" + dialAddr(addr) }
 
 // consoleSource is the node's state as the console reads it.
-type consoleSource struct{ n *Node }
+type consoleSource struct {
+	n *Node
+	// sealRecord is the node's record of its last seal, taken from the
+	// settings at start: a request must not read n.cfg, which Reload
+	// replaces.
+	sealRecord string
+}
+
+// newConsoleSource returns n's state as the console reads it.
+func newConsoleSource(n *Node) consoleSource {
+	return consoleSource{n: n, sealRecord: n.cfg.SealRecordPath()}
+}
 
 var _ console.Source = consoleSource{}
 
@@ -118,7 +129,7 @@ func (s consoleSource) AuditCount(ctx context.Context, f audit.Filter) (int64, e
 // VerifyAudit verifies the log against the node's record of its last
 // seal, as `snapnode audit verify` does.
 func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
-	return s.n.exec.audit.VerifyWithRecord(ctx, audit.VerifyOptions{}, s.n.cfg.SealRecordPath())
+	return s.n.exec.audit.VerifyWithRecord(ctx, audit.VerifyOptions{}, s.sealRecord)
 }
 
 // nodeFlags are the flags that name this node to the snapnode commands

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 )
@@ -81,3 +82,6 @@ func (n *Node) PolicyInForce() (name, version string) {
 func (n *Node) RunProposal(ctx context.Context, requester string, data []byte) (*executor.Result, error) {
 	return n.exec.exec.Run(ctx, executor.Request{Requester: requester, Data: data})
 }
+
+// ConsoleSource is the node's state as a console built now reads it.
+func (n *Node) ConsoleSource() console.Source { return newConsoleSource(n) }
