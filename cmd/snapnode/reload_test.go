@@ -509,3 +509,20 @@ http_listen = "127.0.0.1:0"
 		t.Errorf("a bad file was reloaded:\n%s", d.log())
 	}
 }
+
+// A misspelt SNAPNODE_* variable is not ignored without a word: the node
+// warns at start, naming it and the setting's variable it may be a
+// misspelling of, never its value.
+func TestRunWarnsOfAMisspeltVariable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	t.Setenv("SNAPNODE_HTTP_RAET", "zz-value-zz")
+	dir := t.TempDir()
+	d := startDaemon(t, dir, "--relay-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	d.await(t, "SNAPNODE_HTTP_RAET (did you mean SNAPNODE_HTTP_RATE?)")
+	if log := d.log(); !regexp.MustCompile(`level=WARN .*SNAPNODE_HTTP_RAET`).MatchString(log) || strings.Contains(log, "zz-value-zz") {
+		t.Errorf("want a warning naming SNAPNODE_HTTP_RAET, not its value:\n%s", log)
+	}
+}

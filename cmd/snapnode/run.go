@@ -43,6 +43,9 @@ func (c *cli) runNode(args []string) int {
 	level.Set(cfg.Level())
 	logger := cfg.Logger(c.stderr, &level)
 	warnOverridden(logger, cfg.ConfigFile, overridden)
+	if unknown := config.UnknownVariables(os.Environ()); len(unknown) > 0 {
+		logger.Warn("SNAPNODE_* variables that no setting reads: ignored", "variables", unknown)
+	}
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

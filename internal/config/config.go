@@ -1062,6 +1062,36 @@ func diff(a, b reflect.Value, prefix string, out *[]string) {
 	}
 }
 
+// UnknownVariables returns the SNAPNODE_* variables of environ (entries
+// NAME=value, as os.Environ gives them) that the node does not read, in
+// order, each with the variable it may be a misspelling of: "SNAPNODE_WORKER
+// (did you mean SNAPNODE_WORKERS?)". Such a variable is ignored, so that
+// an edit of it changes nothing; `snapnode run` warns of them. Values are
+// never returned: a variable may hold a key.
+func UnknownVariables(environ []string) []string {
+	known := []string{"CONFIG", strings.TrimPrefix(identity.EnvKey, "SNAPNODE_"), strings.TrimPrefix(LLMAPIKeyEnv, "SNAPNODE_")} // without SNAPNODE_
+	for _, s := range settings {
+		known = append(known, strings.TrimPrefix(s.env, "SNAPNODE_"))
+	}
+	var out []string
+	for _, e := range environ {
+		name, _, _ := strings.Cut(e, "=")
+		rest, ok := strings.CutPrefix(name, "SNAPNODE_")
+		if !ok || slices.Contains(known, rest) || testVariable(rest) {
+			continue
+		}
+		out = append(out, name+suggest.DidYouMean(rest, known, "SNAPNODE_"))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// testVariable reports whether SNAPNODE_ followed by rest is a variable of
+// snapnode's tests and benchmarks, which a developer's shell may hold.
+func testVariable(rest string) bool {
+	return strings.HasPrefix(rest, "TEST") || strings.HasPrefix(rest, "BENCH_") || rest == "SNAP_REFERENCE"
+}
+
 // lookupSetting returns the setting whose flag is name.
 func lookupSetting(name string) (setting, bool) {
 	for _, s := range settings {
