@@ -958,8 +958,8 @@ func (s *Sources) LoadOverridden() (Config, []string, error) {
 }
 
 // read is LoadOverridden without validation. locate says an error of
-// Validate on the settings read with the place in the file of each
-// setting the file gave.
+// Validate on the settings read with where each setting's value comes
+// from: its place in the file, or the variable or flag that gave it.
 func (s *Sources) read() (_ Config, overridden []string, locate func(error) error, _ error) {
 	file := s.file
 	if !s.set["config"] {
@@ -991,10 +991,17 @@ func (s *Sources) read() (_ Config, overridden []string, locate func(error) erro
 	}
 	base.ConfigFile = file
 	fromFile := base // the environment and the flags assign, never change a list in place
+	// given names the variable or flag that gave each setting its value,
+	// for the errors of Validate; a later source replaces an earlier one.
+	given := map[string]string{}
 	for _, st := range settings {
 		if v := s.getenv(st.env); v != "" {
+			before := base
 			if err := st.fromEnv(&base, v); err != nil {
 				return Config{}, nil, nil, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
+			}
+			for _, key := range Changed(before, base) {
+				given[key] = st.env
 			}
 		}
 	}
@@ -1006,10 +1013,18 @@ func (s *Sources) read() (_ Config, overridden []string, locate func(error) erro
 		case !ok:
 			continue // --config, or a flag of the command's own
 		case st.list != nil:
+			before := base
 			*st.list(&base) = slices.Clone(*st.list(&s.lists))
+			for _, key := range Changed(before, base) {
+				given[key] = "--" + name
+			}
 		default:
+			before := base
 			if err := st.fromEnv(&base, s.texts[name]); err != nil {
 				return Config{}, nil, nil, fmt.Errorf("config: --%s: %w", name, err)
+			}
+			for _, key := range Changed(before, base) {
+				given[key] = "--" + name
 			}
 		}
 	}
@@ -1021,10 +1036,15 @@ func (s *Sources) read() (_ Config, overridden []string, locate func(error) erro
 		}
 	}
 	locate = func(err error) error {
-		if file == "" {
-			return err
-		}
-		return locateErrors(err, file, text, func(key string) bool { return inFile[key] && !changed[key] })
+		return locateErrors(err, func(key string) (string, bool) {
+			switch {
+			case given[key] != "":
+				return given[key], false
+			case inFile[key] && !changed[key]:
+				return at(file, text, toml.Key(strings.Split(key, "."))), true
+			}
+			return "", false
+		})
 	}
 	return base, overridden, locate, nil
 }

@@ -713,7 +713,7 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 		{"url without host", append([]string{"--llm-url", "http:///v1"}, model...), nil,
 			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "http:///v1"`},
 		{"url relative", nil, map[string]string{"SNAPNODE_LLM_URL": "localhost/v1", "SNAPNODE_LLM_MODEL": "m"},
-			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "localhost/v1"`},
+			`config: agent.llm_url (SNAPNODE_LLM_URL): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "localhost/v1"`},
 		{"url unparsable", append([]string{"--llm-url", "http://[::1/v1"}, model...), nil,
 			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got a URL that does not parse (missing ']' in host)`},
 		{"url with query", append([]string{"--llm-url", "http://h/v1?k=1"}, model...), nil,
@@ -729,11 +729,11 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 		{"review reasoning effort", nil, map[string]string{"SNAPNODE_AGENT_REVIEW_REASONING_EFFORT": "off"},
 			`config: agent.review_reasoning_effort (SNAPNODE_AGENT_REVIEW_REASONING_EFFORT): want default (none sent), none, minimal, low, medium, high or xhigh (empty: agent.reasoning_effort's); got "off"`},
 		{"reasoning effort's case", nil, map[string]string{"SNAPNODE_AGENT_REASONING_EFFORT": "High"},
-			`config: agent.reasoning_effort (--agent-reasoning-effort): want none, minimal, low, medium, high or xhigh (empty: none sent); got "High"`},
+			`config: agent.reasoning_effort (SNAPNODE_AGENT_REASONING_EFFORT): want none, minimal, low, medium, high or xhigh (empty: none sent); got "High"`},
 		{"no steps", []string{"--agent-max-steps", "0"}, nil,
 			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 0`},
 		{"too many steps", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "10001"},
-			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 10001`},
+			`config: agent.max_steps (SNAPNODE_AGENT_MAX_STEPS): want 1…10000 model calls; got 10001`},
 		{"steps not a number", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "many"},
 			`config: SNAPNODE_AGENT_MAX_STEPS="many"`},
 		{"negative cost", nil, map[string]string{"SNAPNODE_AGENT_MAX_COST_CENTS": "-1"},
@@ -751,7 +751,7 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 		{"temperature high", []string{"--agent-temperature", "2.5"}, nil,
 			`config: agent.temperature (--agent-temperature): want 0…2; got 2.5`},
 		{"temperature negative", nil, map[string]string{"SNAPNODE_AGENT_TEMPERATURE": "-0.1"},
-			`config: agent.temperature (--agent-temperature): want 0…2; got -0.1`},
+			`config: agent.temperature (SNAPNODE_AGENT_TEMPERATURE): want 0…2; got -0.1`},
 		{"no tokens", nil, map[string]string{"SNAPNODE_AGENT_MAX_TOKENS": "0"},
 			`config: agent.max_tokens (SNAPNODE_AGENT_MAX_TOKENS): want at least 1 token; got 0`},
 		{"no request timeout", nil, map[string]string{"SNAPNODE_AGENT_REQUEST_TIMEOUT": "0s"},
@@ -1048,7 +1048,7 @@ func TestAuditSettings(t *testing.T) {
 		{"negative days", []string{"--audit-retain-days", "-1"}, nil,
 			`config: audit.retain_days (--audit-retain-days): want 0 (keep every entry) to 36500 days; got -1`},
 		{"too many days", nil, map[string]string{"SNAPNODE_AUDIT_RETAIN_DAYS": "36501"},
-			`config: audit.retain_days (--audit-retain-days): want 0 (keep every entry) to 36500 days; got 36501`},
+			`config: audit.retain_days (SNAPNODE_AUDIT_RETAIN_DAYS): want 0 (keep every entry) to 36500 days; got 36501`},
 		{"unknown level", nil, map[string]string{"SNAPNODE_AUDIT_LEVEL_LOW": "VERBOSE"},
 			`config: audit.level_low (SNAPNODE_AUDIT_LEVEL_LOW): want SUMMARY, DETAILED or FORENSIC; got "VERBOSE"`},
 		{"level in lower case", []string{"--config", writeFile(t, "lower.toml", "[audit]\nlevel_critical = \"forensic\"\n", 0o600)}, nil,
@@ -1113,7 +1113,7 @@ func TestExecutorQuotaSettings(t *testing.T) {
 		{"zero", []string{"--executor-quota-files", "0"}, nil, config.Executor{},
 			"config: executor.quota_files (--executor-quota-files): want at least 1; got 0"},
 		{"negative", nil, map[string]string{"SNAPNODE_EXECUTOR_QUOTA_BYTES": "-1"}, config.Executor{},
-			"config: executor.quota_bytes (--executor-quota-bytes): want at least 1 byte; got -1"},
+			"config: executor.quota_bytes (SNAPNODE_EXECUTOR_QUOTA_BYTES): want at least 1 byte; got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(t, tc.args, tc.env)
@@ -1158,7 +1158,7 @@ func TestExecutorWorkspaceSettings(t *testing.T) {
 		{"zero", []string{"--executor-workspace-max-entries", "0"}, nil, caps{},
 			"config: executor.workspace_max_entries (--executor-workspace-max-entries): want at least 1; got 0"},
 		{"negative", nil, map[string]string{"SNAPNODE_EXECUTOR_WORKSPACE_MAX_BYTES": "-1"}, caps{},
-			"config: executor.workspace_max_bytes (--executor-workspace-max-bytes): want at least 1 byte; got -1"},
+			"config: executor.workspace_max_bytes (SNAPNODE_EXECUTOR_WORKSPACE_MAX_BYTES): want at least 1 byte; got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(t, tc.args, tc.env)

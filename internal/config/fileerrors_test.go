@@ -44,7 +44,7 @@ func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
 		{"two at once", "workers = 0\n\n[executor]\nquota_files = 0\n", nil,
 			[]string{`FILE:1:1: workers 0`, `FILE:4:1: executor.quota_files: want at least 1; got 0`}, nil},
 		{"given by a variable", "workers = 3\n", map[string]string{"SNAPNODE_WORKERS": "0"},
-			[]string{`config: workers 0: want at least 1`}, []string{"FILE"}},
+			[]string{`config: SNAPNODE_WORKERS: workers 0: want at least 1`}, []string{"FILE"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,6 +60,56 @@ func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
 				}
 			}
 			for _, n := range tc.not {
+				if strings.Contains(msg, n) {
+					t.Errorf("error %q\nnames %q", msg, n)
+				}
+			}
+		})
+	}
+}
+
+// A value out of range given by a variable or a flag is named by the
+// variable or the flag that gave it, as one of the file is by its place in
+// the file: the operator looks where the value is, not for the setting's
+// name in a file that does not hold it.
+func TestErrorsNameTheVariableOrFlag(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+		not  []string
+	}{
+		{"variable", nil, map[string]string{"SNAPNODE_WORKERS": "0"},
+			`config: SNAPNODE_WORKERS: workers 0: want at least 1`, []string{"FILE"}},
+		{"flag", []string{"--workers", "0"}, nil,
+			`config: --workers: workers 0: want at least 1`, []string{"FILE"}},
+		{"flag over a variable", []string{"--workers", "0"}, map[string]string{"SNAPNODE_WORKERS": "2"},
+			`config: --workers: workers 0: want at least 1`, []string{"SNAPNODE_WORKERS"}},
+		{"variable of a table's setting that has a flag", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "0"},
+			`config: agent.max_steps (SNAPNODE_AGENT_MAX_STEPS): want 1…10000 model calls; got 0`, []string{"--agent-max-steps"}},
+		{"flag of a table's setting", []string{"--agent-max-steps", "0"}, nil,
+			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 0`, nil},
+		{"list", nil, map[string]string{"SNAPNODE_OPERATORS": "xyz"},
+			`config: SNAPNODE_OPERATORS: operators: invalid P2TR address "xyz"`, nil},
+		{"without a file", nil, map[string]string{"SNAPNODE_LOG_LEVEL": "loud"},
+			`config: SNAPNODE_LOG_LEVEL: log_level "loud": want debug, info, warn or error`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.name != "without a file" {
+				args = append([]string{"--config", writeFile(t, "snapnode.toml", "workers = 3\n[agent]\nmax_steps = 5\n", 0o600)}, args...)
+			}
+			_, err := load(t, args, tc.env)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", msg, tc.want)
+			}
+			for _, n := range append(tc.not, "snapnode.toml") {
 				if strings.Contains(msg, n) {
 					t.Errorf("error %q\nnames %q", msg, n)
 				}

@@ -139,13 +139,17 @@ func decodeError(file, text string, err error) error {
 // after a setting, in parentheses: " (--agent-max-steps)".
 var sourceParen = regexp.MustCompile(`^(\[\d+\])? \((--[a-z0-9-]+|SNAPNODE_[A-Z0-9_]+)\)`)
 
-// locateErrors prefixes each error of Validate (err, joined) about a setting
-// whose value the file gives (fromFile says which) with the file, line
-// and column of that setting, in place of the flag or variable the
-// message names for it: "config: FILE:LINE:COL: workers 0: want at least
-// 1". The setting is the first the message's subject (up to its first
-// ": ") names.
-func locateErrors(err error, file, text string, fromFile func(key string) bool) error {
+// locateErrors says in each error of Validate (err, joined) about a
+// setting where its value comes from. where says it: the file, line and
+// column (inFile), or the variable or flag; "" for the default. The place
+// in the file prefixes the message, in place of the flag or variable the
+// message names for the setting: "config: FILE:LINE:COL: workers 0: want
+// at least 1". A variable or flag takes the place of the one the message
+// names, "config: agent.max_steps (SNAPNODE_AGENT_MAX_STEPS): want 1…10000
+// model calls; got 0", or prefixes a message that names none: "config:
+// SNAPNODE_WORKERS: workers 0: want at least 1". The setting is the first
+// the message's subject (up to its first ": ") names.
+func locateErrors(err error, where func(key string) (w string, inFile bool)) error {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -154,19 +158,21 @@ func locateErrors(err error, file, text string, fromFile func(key string) bool) 
 	}
 	out := make([]error, 0, len(errs))
 	for _, e := range errs {
-		out = append(out, locateOne(e, file, text, fromFile))
+		out = append(out, locateOne(e, where))
 	}
 	return errors.Join(out...)
 }
 
-func locateOne(err error, file, text string, fromFile func(key string) bool) error {
+func locateOne(err error, where func(key string) (string, bool)) error {
 	msg, ok := strings.CutPrefix(err.Error(), "config: ")
 	if !ok {
 		return err
 	}
 	subject, _, _ := strings.Cut(msg, ": ")
 	for i := 0; i < len(subject); i++ {
-		if i > 0 && (isKeyByte(subject[i-1]) || subject[i-1] == '.') {
+		// A key starts a word: not within one, nor within a flag's
+		// name ("agent" of --agent-max-steps).
+		if i > 0 && (isKeyByte(subject[i-1]) || subject[i-1] == '.' || subject[i-1] == '-') {
 			continue
 		}
 		n := i
@@ -174,11 +180,22 @@ func locateOne(err error, file, text string, fromFile func(key string) bool) err
 			n++
 		}
 		key := subject[i:n]
-		if key == "" || !fromFile(key) {
+		if key == "" {
+			continue
+		}
+		w, inFile := where(key)
+		if w == "" {
 			continue
 		}
 		rest := msg[n:]
-		if m := sourceParen.FindStringSubmatchIndex(rest); m != nil {
+		m := sourceParen.FindStringSubmatchIndex(rest)
+		switch {
+		case m != nil && !inFile:
+			// The variable or flag that gave it in place of the one
+			// named.
+			rest = rest[:m[4]] + w + rest[m[5]:]
+			return &locatedError{msg: fmt.Sprintf("config: %s%s%s", msg[:i], key, rest), err: err}
+		case m != nil:
 			// The file gave it: the flag is not where it came from.
 			index := ""
 			if m[2] >= 0 {
@@ -186,7 +203,7 @@ func locateOne(err error, file, text string, fromFile func(key string) bool) err
 			}
 			rest = index + rest[m[1]:]
 		}
-		return &locatedError{msg: fmt.Sprintf("config: %s: %s%s%s", at(file, text, toml.Key(strings.Split(key, "."))), msg[:i], key, rest), err: err}
+		return &locatedError{msg: fmt.Sprintf("config: %s: %s%s%s", w, msg[:i], key, rest), err: err}
 	}
 	return err
 }

@@ -32,7 +32,7 @@ func TestReconcileAfter(t *testing.T) {
 		})
 	}
 	_, err := load(t, []string{"--reconcile-after", "500ms"}, nil)
-	if err == nil || !strings.Contains(err.Error(), "config: reconcile_after 500ms: want at least 1s") {
+	if err == nil || !strings.Contains(err.Error(), "config: --reconcile-after: reconcile_after 500ms: want at least 1s") {
 		t.Errorf("reconcile_after 500ms: %v", err)
 	}
 }

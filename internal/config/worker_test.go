@@ -62,7 +62,7 @@ func TestAgentWorkerRejectsBadSettings(t *testing.T) {
 		{"a worker reviewing itself", []string{"--agent-review"}, map[string]string{"SNAPNODE_AGENT_COMMAND": "w"},
 			"config: agent.review (--agent-review): want it with a model server (agent.llm_url), whose model supervises; an external worker or a delegate would review its own work"},
 		{"a delegate reviewing itself", nil, map[string]string{"SNAPNODE_AGENT_REVIEW": "true", "SNAPNODE_AGENT_DELEGATE": "bc1p5d7rjq7g6rdk2yhzks9smlaqtedr4dekq08ge8ztwac72sfr9rusxg3297"},
-			"config: agent.review (--agent-review): want it with a model server"},
+			"config: agent.review (SNAPNODE_AGENT_REVIEW): want it with a model server"},
 		{"negative step time-out", nil, map[string]string{"SNAPNODE_AGENT_STEP_TIMEOUT": "-1s"},
 			`config: agent.step_timeout (SNAPNODE_AGENT_STEP_TIMEOUT): want 0 (the request time-out) or more; got -1s`},
 	} {
