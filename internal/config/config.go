@@ -1076,6 +1076,9 @@ func diff(a, b reflect.Value, prefix string, out *[]string) {
 		if x.Kind() == reflect.Slice && x.Len() == 0 && y.Len() == 0 {
 			continue // nil and empty say the same
 		}
+		if x.Kind() == reflect.Float64 && math.IsNaN(x.Float()) && math.IsNaN(y.Float()) {
+			continue // NaN, which equals nothing, is the same setting
+		}
 		if !reflect.DeepEqual(x.Interface(), y.Interface()) {
 			*out = append(*out, prefix+name)
 		}

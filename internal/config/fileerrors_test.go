@@ -43,6 +43,8 @@ func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
 			[]string{`FILE:2:1: agent.redact[1]: want a regular expression`}, []string{"SNAPNODE_AGENT_REDACT"}},
 		{"two at once", "workers = 0\n\n[executor]\nquota_files = 0\n", nil,
 			[]string{`FILE:1:1: workers 0`, `FILE:4:1: executor.quota_files: want at least 1; got 0`}, nil},
+		{"not a number", "# rates\nidentity_rate = nan\n", nil,
+			[]string{`FILE:2:1: identity_rate NaN: want 0 (no limit) or more`}, nil},
 		{"given by a variable", "workers = 3\n", map[string]string{"SNAPNODE_WORKERS": "0"},
 			[]string{`config: SNAPNODE_WORKERS: workers 0: want at least 1`}, []string{"FILE"}},
 	}
