@@ -1145,9 +1145,14 @@ func (c *Config) Validate() error {
 	if len(c.Relays) == 0 && c.RelayListen == "" {
 		errs = append(errs, errors.New("config: no relay: give --relay URL or an embedded relay address (--relay-listen)"))
 	}
-	for _, r := range c.Relays {
-		if !strings.HasPrefix(r, "ws://") && !strings.HasPrefix(r, "wss://") {
-			errs = append(errs, fmt.Errorf("config: relay %q is not a ws:// or wss:// URL", r))
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"relays", c.Relays}, {"card.nostr_relays", c.Card.NostrRelays}} {
+		for _, r := range l.list {
+			if !relayURL(r) {
+				errs = append(errs, fmt.Errorf("config: %s: %s: want a ws:// or wss:// URL with a host and no user or password", l.name, showURL(r)))
+			}
 		}
 	}
 	if c.HTTPListen == "off" {
@@ -1161,7 +1166,7 @@ func (c *Config) Validate() error {
 	if c.HTTPPublicURL != "" {
 		u, err := url.Parse(c.HTTPPublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			errs = append(errs, fmt.Errorf("config: http_public_url %q: want an http:// or https:// URL with a host and no query", c.HTTPPublicURL))
+			errs = append(errs, fmt.Errorf("config: http_public_url %s: want an http:// or https:// URL with a host and no user, password or query", showURL(c.HTTPPublicURL)))
 		}
 	}
 	for _, l := range []struct {
@@ -1337,6 +1342,22 @@ func ShowURL(s string) string {
 		u.RawQuery, u.ForceQuery = "xxxxx", false
 	}
 	return u.Redacted()
+}
+
+// showURL is ShowURL quoted, or its words for a URL that does not parse.
+func showURL(s string) string {
+	if _, err := url.Parse(s); err != nil {
+		return ShowURL(s)
+	}
+	return strconv.Quote(ShowURL(s))
+}
+
+// relayURL reports whether s is a relay's URL the node can dial: ws://
+// or wss://, with a host, and without a user or password (which the
+// WebSocket client refuses, and which a card would publish).
+func relayURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "ws" || u.Scheme == "wss") && u.Host != "" && u.User == nil
 }
 
 // AgentEnabled reports whether the agent runtime runs: whether both

@@ -187,7 +187,7 @@ func TestRejectsBadSettings(t *testing.T) {
 	}{
 		{"unknown file key", []string{"--config", file}, nil, "unknown setting"},
 		{"no relay at all", []string{"--relay-listen", ""}, nil, "no relay"},
-		{"relay scheme", []string{"--relay", "http://x"}, nil, "not a ws://"},
+		{"relay scheme", []string{"--relay", "http://x"}, nil, "want a ws:// or wss:// URL"},
 		{"log level", nil, map[string]string{"SNAPNODE_LOG_LEVEL": "loud"}, "log_level"},
 		{"bad env number", nil, map[string]string{"SNAPNODE_WORKERS": "many"}, "SNAPNODE_WORKERS"},
 		{"missing file", []string{"--config", "/nonexistent.toml"}, nil, "nonexistent"},
