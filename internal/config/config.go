@@ -1037,10 +1037,15 @@ func (s *Sources) read() (_ Config, overridden []string, locate func(error) erro
 	}
 	locate = func(err error) error {
 		return locateErrors(err, func(key string) (string, bool) {
+			// [card] changes as a whole: Changed names it so.
+			whole, _, _ := strings.Cut(key, ".")
+			if whole != "card" {
+				whole = key
+			}
 			switch {
-			case given[key] != "":
-				return given[key], false
-			case inFile[key] && !changed[key]:
+			case given[whole] != "":
+				return given[whole], false
+			case inFile[key] && !changed[whole]:
 				return at(file, text, toml.Key(strings.Split(key, "."))), true
 			}
 			return "", false

@@ -47,3 +47,13 @@ func TestURLsWithAPasswordAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A card relay given by --card-relay is named by the flag, not by the
+// file's [card] nostr_relays it replaces.
+func TestCardRelayNamedByItsFlag(t *testing.T) {
+	file := writeFile(t, "snapnode.toml", "[card]\nnostr_relays = [\"wss://relay.example.com\"]\n", 0o600)
+	_, err := load(t, []string{"--config", file, "--card-relay", "wss://u:pw@relay.example.org"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "config: --card-relay: card.nostr_relays: ") || strings.Contains(err.Error(), file) {
+		t.Errorf("error %v; want it to name --card-relay, not the file", err)
+	}
+}
