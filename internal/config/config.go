@@ -981,6 +981,7 @@ func (s *Sources) read() (_ Config, overridden []string, locate func(error) erro
 		if un := md.Undecoded(); len(un) > 0 {
 			key := un[0].String()
 			known := append(fileKeys(reflect.TypeFor[Config](), ""), "agent", "card", "executor", "audit")
+			known = append(known, arrayTableKeys(reflect.TypeFor[Card](), "card.")...)
 			return Config{}, nil, nil, fmt.Errorf("config: %s: unknown setting %q%s", at(file, text, un[0]), key, suggest.DidYouMean(key, known, ""))
 		}
 		for _, k := range md.Keys() {
@@ -1506,6 +1507,20 @@ func fileKeys(t reflect.Type, prefix string) []string {
 			continue
 		}
 		keys = append(keys, prefix+name)
+	}
+	return keys
+}
+
+// arrayTableKeys lists the keys of the arrays of tables among t's fields
+// ([[card.skills]]), as "table.array.key", for the suggestions made for an
+// unknown key.
+func arrayTableKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct && name != "" && name != "-" {
+			keys = append(keys, fileKeys(f.Type.Elem(), prefix+name+".")...)
+		}
 	}
 	return keys
 }
