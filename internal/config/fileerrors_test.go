@@ -23,6 +23,8 @@ func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
 			[]string{`FILE:4:1: unknown setting "agent.max_step" (did you mean agent.max_steps?)`}, nil},
 		{"misspelt key of an array of tables", "[[card.skills]]\nid = \"a\"\ntag = [\"x\"]\n", nil,
 			[]string{`FILE:3:1: unknown setting "card.skills.tag" (did you mean card.skills.tags?)`}, nil},
+		{"misspelt key in an inline table", "workers = 4\nagent = { max_stepz = 3 }\n", nil,
+			[]string{`FILE:2:1: unknown setting "agent.max_stepz" (did you mean agent.max_steps?)`}, nil},
 		{"misspelt table", "[agnet]\nmax_steps = 3\n", nil,
 			[]string{`FILE:1:1: unknown setting "agnet" (did you mean agent?)`}, nil},
 		{"wrong type", "log_level = \"info\"\nworkers = \"8\"\n", nil,

@@ -100,11 +100,14 @@ func dottedKey(s string) (parts toml.Key, rest string, ok bool) {
 	}
 }
 
-// at returns "FILE:LINE:COL" for key of the file named file holding text,
-// or file alone when the key is not found.
+// at returns "FILE:LINE:COL" for key of the file named file holding text:
+// where the key is defined, else where the nearest table holding it is (a
+// key of an inline table, agent = { … }), else file alone.
 func at(file, text string, key toml.Key) string {
-	if line, col := keyPosition(text, key); line > 0 {
-		return fmt.Sprintf("%s:%d:%d", file, line, col)
+	for k := key; len(k) > 0; k = k[:len(k)-1] {
+		if line, col := keyPosition(text, k); line > 0 {
+			return fmt.Sprintf("%s:%d:%d", file, line, col)
+		}
 	}
 	return file
 }
