@@ -1197,26 +1197,19 @@ func (s *Store) EachInteraction(ctx context.Context, taskID string, each func(*I
 	})
 }
 
-// ReplayJob replays a job's history (Replay) as EachInteraction reads
+// ReplayJob replays a job's history (Replay) as StreamHistory reads
 // it, in bounded memory, and returns how many interactions it replayed.
 // A history missing its newest interactions fails as History does.
 func (s *Store) ReplayJob(ctx context.Context, taskID string, maxAnswer int) (int, error) {
-	j, err := s.Get(ctx, taskID)
-	if err != nil {
-		return 0, err
-	}
 	r := NewReplayer(maxAnswer)
-	if err := s.EachInteraction(ctx, taskID, r.Add); err != nil {
+	var h *History
+	if err := s.StreamHistory(ctx, taskID, func(head *History) error {
+		h = head
+		return nil
+	}, r.Add); err != nil {
 		return 0, err
 	}
-	if err := missingNewest(taskID, r.n, j.NextSeq); err != nil {
-		return 0, err
-	}
-	rps, err := s.RecoveryPoints(ctx, taskID)
-	if err != nil {
-		return 0, err
-	}
-	return r.n, r.End(&History{JobID: j.TaskID, Status: j.Status, RecoveryPoints: rps})
+	return r.n, r.End(h)
 }
 
 // RawInteractions returns each stored interaction's JSON exactly as
@@ -1317,6 +1310,13 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 	if err := missingNewest(taskID, got, next); err != nil {
 		return nil, err
 	}
+	if end, err := s.historyEnd(ctx, taskID, next, got); err != nil {
+		return nil, err
+	} else {
+		for n := len(h.Interactions); n > 0 && h.Interactions[n-1].Sequence >= end; n-- {
+			h.Interactions = h.Interactions[:n-1]
+		}
+	}
 	if h.Interactions == nil {
 		h.Interactions = []Interaction{}
 	}
@@ -1344,14 +1344,82 @@ func (s *Store) CheckHistory(ctx context.Context, taskID string) (*History, erro
 	if err != nil {
 		return nil, err
 	}
-	got := 0
-	if err := s.EachInteraction(ctx, taskID, func(it *Interaction) error {
-		got = it.Sequence + 1
-		return nil
-	}); err != nil {
-		return nil, err
+	_, err = s.eachBefore(ctx, taskID, -1, next, nil)
+	return h, err
+}
+
+// StreamHistory reads a job's history as History returns it, without
+// holding it: it checks it first (as CheckHistory), so that a history
+// that does not verify fails before head or each is called; then it
+// calls head with the history without its interactions, and each with
+// every interaction, in order (as EachInteraction). The history of a
+// job that goes on as it is read is the history the job had when its
+// status was read: the interactions it stored since are left out.
+func (s *Store) StreamHistory(ctx context.Context, taskID string, head func(*History) error, each func(*Interaction) error) error {
+	h, next, err := s.HistoryHead(ctx, taskID)
+	if err != nil {
+		return err
 	}
-	return h, missingNewest(taskID, got, next)
+	got, err := s.eachBefore(ctx, taskID, -1, next, nil)
+	if err != nil {
+		return err
+	}
+	end, err := s.historyEnd(ctx, taskID, next, got)
+	if err != nil {
+		return err
+	}
+	if err := head(h); err != nil {
+		return err
+	}
+	_, err = s.eachBefore(ctx, taskID, end, end, each)
+	return err
+}
+
+// historyEnd is the sequence after the last interaction of a job's
+// history to read, given next, the job's next sequence read with its
+// status, and got, the sequence after the last interaction read since
+// (at least next): next when the job stored more interactions
+// meanwhile, which its status does not count; got when its next
+// sequence is unchanged, and behind the history.
+func (s *Store) historyEnd(ctx context.Context, taskID string, next, got int) (int, error) {
+	if got <= next {
+		return next, nil
+	}
+	j, err := s.Get(ctx, taskID)
+	if err != nil {
+		return 0, err
+	}
+	if j.NextSeq != next {
+		return next, nil
+	}
+	return got, nil
+}
+
+// errEnough stops eachBefore's reading at the interactions it was asked
+// for.
+var errEnough = errors.New("agent: the interactions asked for are read")
+
+// eachBefore calls each (when not nil) with every interaction of a job's
+// history before end (all of them when end < 0), in order, as
+// EachInteraction reads them, and returns the sequence after the last
+// one. A history that ends before next, the job's next sequence, fails
+// (missingNewest).
+func (s *Store) eachBefore(ctx context.Context, taskID string, end, next int, each func(*Interaction) error) (int, error) {
+	got := 0
+	err := s.EachInteraction(ctx, taskID, func(it *Interaction) error {
+		if end >= 0 && it.Sequence >= end {
+			return errEnough
+		}
+		got = it.Sequence + 1
+		if each == nil {
+			return nil
+		}
+		return each(it)
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return got, err
+	}
+	return got, missingNewest(taskID, got, next)
 }
 
 // HistoryHead returns a job's history without its interactions (nil;

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -206,108 +207,152 @@ func (c *cli) printHistory(fs *flag.FlagSet, stores jobStores, format, id string
 	if format == "json" {
 		return c.printHistoryJSON(fs, stores.jobs, id)
 	}
-	h, err := stores.jobs.History(context.Background(), id)
+	// The history is read one interaction at a time (StreamHistory),
+	// never whole; an interaction is printed once the next is read, the
+	// waits that began before it going below it.
+	w := bufio.NewWriter(c.stdout)
+	var (
+		ws   []wait
+		prev *agent.Interaction
+	)
+	err := stores.jobs.StreamHistory(context.Background(), id, func(h *agent.History) error {
+		fmt.Fprintf(w, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
+		if n := h.CancelsDropped; n > 0 {
+			fmt.Fprintf(w, "  %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
+				cancelRecords(n), agent.MaxCancelsPerJob)
+		}
+		if n := h.CancelsGivenUp; n > 0 {
+			fmt.Fprintf(w, "  %s to cancel work elsewhere (a delegate's task) given up after %d tries the peer did not answer: that work was not canceled by the node, and may still run\n",
+				cancelRecords(n), agent.MaxCancelTries)
+		}
+		ws = jobWaits(stores.tasks, id, h.Status)
+		return nil
+	}, func(it *agent.Interaction) error {
+		if prev != nil {
+			ws = printStep(w, prev, it, ws)
+		}
+		// it is valid only during this call: the copy is printed at
+		// the next (its messages, not printed, are dropped).
+		cp := *it
+		cp.Request.Messages = nil
+		prev = &cp
+		return nil
+	})
+	if err == nil && prev != nil {
+		printStep(w, prev, nil, ws)
+	}
 	if err != nil {
+		w.Flush()
 		return c.jobError(fs, id, err)
 	}
-	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
-	if n := h.CancelsDropped; n > 0 {
-		fmt.Fprintf(c.stdout, "  %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
-			cancelRecords(n), agent.MaxCancelsPerJob)
-	}
-	if n := h.CancelsGivenUp; n > 0 {
-		fmt.Fprintf(c.stdout, "  %s to cancel work elsewhere (a delegate's task) given up after %d tries the peer did not answer: that work was not canceled by the node, and may still run\n",
-			cancelRecords(n), agent.MaxCancelTries)
-	}
-	// The waits of the job's task (input_required) go below the call
-	// after which they began: the call's new status is the job's when the
-	// call ended, and the job stopped for a human after it.
-	ws := jobWaits(stores.tasks, id, h.Status)
-	for i, it := range h.Interactions {
-		var after []wait
-		for len(ws) > 0 && (i == len(h.Interactions)-1 || ws[0].from.Before(h.Interactions[i+1].Timestamp)) {
-			after, ws = append(after, ws[0]), ws[1:]
-		}
-		next := it.Response.NewStatus
-		if len(after) > 0 && !next.Terminal() {
-			next = agent.InterventionRequired
-		}
-		fmt.Fprintf(c.stdout, "#%d %s %s → %s: %s %s (%.2fs)\n", it.Sequence, it.Timestamp.Format("15:04:05"),
-			it.StateBefore, next, it.Response.Kind, shown(it.Response.Action), it.Response.ExecutionTimeSeconds)
-		if it.Guidance != "" {
-			fmt.Fprintf(c.stdout, "    told first: %s\n", shown(it.Guidance))
-		}
-		if it.Response.Reasoning != "" {
-			// Its start: the JSON format has the whole of it.
-			fmt.Fprintf(c.stdout, "    reasoning: %s\n", shown(textcut.Shorten(it.Response.Reasoning, maxReasoningShown, "…")))
-		}
-		if it.Response.Error != "" {
-			fmt.Fprintf(c.stdout, "    error: %s\n", shown(it.Response.Error))
-		}
-		for _, s := range it.Response.LateLines {
-			fmt.Fprintf(c.stdout, "    a late line for step %d was skipped, not run\n", s)
-		}
-		if o := it.Observation; o != nil {
-			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
-			if o.HeldReason != "" {
-				fmt.Fprintf(c.stdout, "    held: %s\n", shown(o.HeldReason))
-			}
-			switch {
-			case o.DecidedAt != nil && o.DecidedBy != "":
-				fmt.Fprintf(c.stdout, "    decided by %s at %s\n", shown(o.DecidedBy), o.DecidedAt.Format("15:04:05"))
-			case o.DecidedAt != nil:
-				fmt.Fprintf(c.stdout, "    decided at %s (the audit log names who, under action %s)\n", o.DecidedAt.Format("15:04:05"), shown(o.ActionID))
-			}
-		}
-		for _, w := range after {
-			if w.open {
-				fmt.Fprintf(c.stdout, "    waits for %s since %s (%.1f s so far): %s\n", w.who, w.from.Format("15:04:05"), w.to.Sub(w.from).Seconds(), shown(w.note))
-			} else {
-				fmt.Fprintf(c.stdout, "    waited %.1f s for %s: %s\n", w.to.Sub(w.from).Seconds(), w.who, shown(w.note))
-			}
-		}
+	if err := w.Flush(); err != nil {
+		return c.ioError("snapnode job history", err)
 	}
 	return exitOK
 }
 
+// printStep prints the step it of a job's history followed by the waits
+// of ws that began before next, the step after it (nil: it is the last,
+// and all of ws go below it), and returns the rest of ws.
+//
+// The waits of the job's task (input_required) go below the call after
+// which they began: the call's new status is the job's when the call
+// ended, and the job stopped for a human after it.
+func printStep(w io.Writer, it, next *agent.Interaction, ws []wait) []wait {
+	var after []wait
+	for len(ws) > 0 && (next == nil || ws[0].from.Before(next.Timestamp)) {
+		after, ws = append(after, ws[0]), ws[1:]
+	}
+	status := it.Response.NewStatus
+	if len(after) > 0 && !status.Terminal() {
+		status = agent.InterventionRequired
+	}
+	fmt.Fprintf(w, "#%d %s %s → %s: %s %s (%.2fs)\n", it.Sequence, it.Timestamp.Format("15:04:05"),
+		it.StateBefore, status, it.Response.Kind, shown(it.Response.Action), it.Response.ExecutionTimeSeconds)
+	if it.Guidance != "" {
+		fmt.Fprintf(w, "    told first: %s\n", shown(it.Guidance))
+	}
+	if it.Response.Reasoning != "" {
+		// Its start: the JSON format has the whole of it.
+		fmt.Fprintf(w, "    reasoning: %s\n", shown(textcut.Shorten(it.Response.Reasoning, maxReasoningShown, "…")))
+	}
+	if it.Response.Error != "" {
+		fmt.Fprintf(w, "    error: %s\n", shown(it.Response.Error))
+	}
+	for _, s := range it.Response.LateLines {
+		fmt.Fprintf(w, "    a late line for step %d was skipped, not run\n", s)
+	}
+	if o := it.Observation; o != nil {
+		fmt.Fprintf(w, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
+		if o.HeldReason != "" {
+			fmt.Fprintf(w, "    held: %s\n", shown(o.HeldReason))
+		}
+		switch {
+		case o.DecidedAt != nil && o.DecidedBy != "":
+			fmt.Fprintf(w, "    decided by %s at %s\n", shown(o.DecidedBy), o.DecidedAt.Format("15:04:05"))
+		case o.DecidedAt != nil:
+			fmt.Fprintf(w, "    decided at %s (the audit log names who, under action %s)\n", o.DecidedAt.Format("15:04:05"), shown(o.ActionID))
+		}
+	}
+	for _, wt := range after {
+		if wt.open {
+			fmt.Fprintf(w, "    waits for %s since %s (%.1f s so far): %s\n", wt.who, wt.from.Format("15:04:05"), wt.to.Sub(wt.from).Seconds(), shown(wt.note))
+		} else {
+			fmt.Fprintf(w, "    waited %.1f s for %s: %s\n", wt.to.Sub(wt.from).Seconds(), wt.who, shown(wt.note))
+		}
+	}
+	return ws
+}
+
 // printHistoryJSON prints a job's history as json.MarshalIndent would
-// print it whole, one interaction at a time: a first reading checks it
-// (CheckHistory), so that a history that does not verify prints nothing,
-// and the second prints it, holding one interaction, not the history.
+// print it whole, one interaction at a time (StreamHistory): a history
+// that does not verify prints nothing, and the history printed holds
+// one interaction at a time, not the whole.
 func (c *cli) printHistoryJSON(fs *flag.FlagSet, st *agent.Store, id string) int {
 	const prog = "snapnode job history"
-	ctx := context.Background()
-	h, err := st.CheckHistory(ctx, id)
-	if err != nil {
-		return c.jobError(fs, id, err)
-	}
-	h.Interactions = []agent.Interaction{}
-	head, err := json.MarshalIndent(h, "", "  ")
-	if err != nil {
-		return c.ioError(prog, err)
-	}
 	const empty = `"interactions": []`
-	before, after, _ := bytes.Cut(head, []byte(empty))
+	var (
+		after []byte
+		n     int
+		werr  error
+	)
 	w := bufio.NewWriter(c.stdout)
-	w.Write(before)
-	w.WriteString(empty[:len(empty)-1])
-	n := 0
-	err = st.EachInteraction(ctx, id, func(it *agent.Interaction) error {
+	err := st.StreamHistory(context.Background(), id, func(h *agent.History) error {
+		h.Interactions = []agent.Interaction{}
+		head, err := json.MarshalIndent(h, "", "  ")
+		if err != nil {
+			werr = err
+			return err
+		}
+		var before []byte
+		before, after, _ = bytes.Cut(head, []byte(empty))
+		w.Write(before)
+		w.WriteString(empty[:len(empty)-1])
+		return nil
+	}, func(it *agent.Interaction) error {
 		b, err := json.MarshalIndent(it, "    ", "  ")
 		if err != nil {
+			werr = err
 			return err
 		}
 		if n > 0 {
 			w.WriteByte(',')
 		}
 		w.WriteString("\n    ")
-		_, err = w.Write(b)
+		if _, werr = w.Write(b); werr != nil {
+			return werr
+		}
 		n++
-		return err
+		return nil
 	})
+	if werr != nil {
+		return c.ioError(prog, werr)
+	}
 	if err != nil {
-		w.Flush()
-		fmt.Fprintln(c.stdout)
+		if w.Buffered() > 0 || n > 0 {
+			w.Flush()
+			fmt.Fprintln(c.stdout)
+		}
 		return c.jobError(fs, id, err)
 	}
 	if n > 0 {
