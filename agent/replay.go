@@ -23,7 +23,8 @@ func (e *ReplayError) Error() string {
 
 // Replay re-validates a job's history, interaction by interaction, as the
 // runtime produced it: sequences count from 0 without gaps, the messages
-// of a call hash to its MessagesSHA256 when it has one, timestamps
+// of a call hash to its MessagesSHA256 when it has one (a history
+// written by an older build has none: see Replayer.Unhashed), timestamps
 // never go back, a call is made only while the job runs and none after it
 // ended, every stored answer parses again (with maxAnswer, the runtime's
 // cap) to the recorded kind and action (and an invalid one still fails;
@@ -57,6 +58,7 @@ func Replay(h *History, maxAnswer int) error {
 type Replayer struct {
 	maxAnswer int
 	n         int          // interactions given
+	unhashed  int          // of them, with messages but no MessagesSHA256
 	last      *Interaction // the one before pending, checked
 	pending   *Interaction // the newest, checked but against the next
 	// ending are the sequences of the COMPLETED and FINISH answers: the
@@ -74,6 +76,15 @@ func replayFail(seq int, field, format string, args ...any) error {
 	return &ReplayError{Sequence: seq, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// N is how many interactions r was given.
+func (r *Replayer) N() int { return r.n }
+
+// Unhashed is how many of the interactions r was given sent messages
+// but carry no MessagesSHA256 (a history written by an older build):
+// their messages were replayed unchecked, and an edit of them cannot
+// show.
+func (r *Replayer) Unhashed() int { return r.unhashed }
+
 // Add checks the next interaction of the history, it, which r keeps
 // until the next Add.
 func (r *Replayer) Add(it *Interaction) error {
@@ -81,7 +92,10 @@ func (r *Replayer) Add(it *Interaction) error {
 	if it.Sequence != i {
 		return replayFail(i, "sequence", "missing or out of order: interaction %d is in its place", it.Sequence)
 	}
-	if sum := it.Request.MessagesSHA256; sum != "" && messagesHash(it.Request.Messages) != sum {
+	switch sum := it.Request.MessagesSHA256; {
+	case sum == "" && len(it.Request.Messages) > 0:
+		r.unhashed++
+	case sum != "" && messagesHash(it.Request.Messages) != sum:
 		return replayFail(i, "request.messages_sha256", "the messages do not hash to it: the request was altered")
 	}
 	if r.pending != nil {

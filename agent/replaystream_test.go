@@ -91,8 +91,9 @@ func TestLongHistoryReplaysStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(r)
-	if n, err := st.ReplayJob(ctx, id, 64<<10); err != nil || n != steps {
-		t.Fatalf("ReplayJob: %d, %v; want %d replayed", n, err, steps)
+	r = agent.NewReplayer(64 << 10)
+	if err := st.ReplayJob(ctx, id, r); err != nil || r.N() != steps {
+		t.Fatalf("ReplayJob: %d, %v; want %d replayed", r.N(), err, steps)
 	}
 }
 
@@ -126,9 +127,10 @@ func TestLongHistoryFileReplaysStreamed(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	mr := &heapReader{r: f}
 	base := ms.HeapAlloc
-	gotID, n, err := agent.ReplayJSON(bufio.NewReader(mr), 64<<10)
-	if err != nil || gotID != id || n != steps {
-		t.Fatalf("ReplayJSON: %s, %d, %v; want %s, %d replayed", gotID, n, err, id, steps)
+	r := agent.NewReplayer(64 << 10)
+	gotID, err := agent.ReplayJSON(bufio.NewReader(mr), r)
+	if n := r.N(); err != nil || gotID != id || n != steps {
+		t.Fatalf("ReplayJSON: %s, %d, %v; want %s, %d replayed", gotID, r.N(), err, id, steps)
 	}
 	if grown := mr.peak - min(mr.peak, base); grown > uint64(fileSize)/8 {
 		t.Errorf("the heap grew by %d bytes replaying a file of %d", grown, fileSize)

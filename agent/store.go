@@ -1197,19 +1197,19 @@ func (s *Store) EachInteraction(ctx context.Context, taskID string, each func(*I
 	})
 }
 
-// ReplayJob replays a job's history (Replay) as StreamHistory reads
-// it, in bounded memory, and returns how many interactions it replayed.
-// A history missing its newest interactions fails as History does.
-func (s *Store) ReplayJob(ctx context.Context, taskID string, maxAnswer int) (int, error) {
-	r := NewReplayer(maxAnswer)
+// ReplayJob replays a job's history (Replay) through r as StreamHistory
+// reads it, in bounded memory (r tells how many interactions it
+// replayed). A history missing its newest interactions fails as History
+// does.
+func (s *Store) ReplayJob(ctx context.Context, taskID string, r *Replayer) error {
 	var h *History
 	if err := s.StreamHistory(ctx, taskID, func(head *History) error {
 		h = head
 		return nil
 	}, r.Add); err != nil {
-		return 0, err
+		return err
 	}
-	return r.n, r.End(h)
+	return r.End(h)
 }
 
 // RawInteractions returns each stored interaction's JSON exactly as

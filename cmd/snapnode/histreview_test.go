@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +126,60 @@ func TestJobHistoryJSONIsMarshalIndent(t *testing.T) {
 				t.Errorf("job history printed\n%q\nwant json.MarshalIndent's\n%q", got, want)
 			}
 		})
+	}
+}
+
+// A history printed by an older build carries no messages_sha256 (nor
+// held_reason, decided_by, decided_at): job replay --file still replays
+// it, and says that its messages were not checked. Before, it said
+// "consistent" as of a history whose every call was checked, and a
+// history stripped of its hashes hid a changed message that way.
+func TestJobReplayOfAnOlderHistory(t *testing.T) {
+	dir := t.TempDir()
+	db, st, j, t0 := newJob(t, dir, "job-old")
+	writeSteps(t, st, j, t0, 3, 8, "")
+	db.Close()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--data-dir", dir, "job-old"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	var lines []string
+	for l := range strings.Lines(out.String()) {
+		if !strings.Contains(l, `"messages_sha256"`) {
+			lines = append(lines, l)
+		}
+	}
+	older := strings.Join(lines, "")
+	if older == out.String() {
+		t.Fatal("the printed history has no messages_sha256")
+	}
+	for name, text := range map[string]string{
+		"older":               older,
+		"older, then changed": strings.Replace(older, `"content": "task"`, `"content": "another task"`, 1),
+	} {
+		file := filepath.Join(dir, "history.json")
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"job", "replay", "--file", file}, strings.NewReader(""), &stdout, &stderr); code != exitOK {
+			t.Fatalf("%s: job replay: exit %d: %s", name, code, stderr.String())
+		}
+		want := "job job-old: 3 interactions replayed, consistent; 3 carry no messages_sha256 (written by an older build): their messages were not checked\n"
+		if stdout.String() != want {
+			t.Errorf("%s: job replay printed %q; want %q", name, stdout.String(), want)
+		}
+	}
+	// The history as printed says nothing of it.
+	file := filepath.Join(dir, "history.json")
+	if err := os.WriteFile(file, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--file", file}, {"--data-dir", dir, "job-old"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"job", "replay"}, args...), strings.NewReader(""), &stdout, &stderr); code != exitOK ||
+			stdout.String() != "job job-old: 3 interactions replayed, consistent\n" {
+			t.Errorf("job replay %v: exit %d: %q %s", args, code, stdout.String(), stderr.String())
+		}
 	}
 }
