@@ -203,21 +203,27 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// archiveEnd is where a reading of a job's archive ended: the index of
+// the next segment, the hash of the last one, and the sequence of the
+// interaction after it (all zero without an archive).
+type archiveEnd struct {
+	idx  int64
+	hash string
+	next int64
+}
+
 // archived calls each with every archived interaction's JSON, in order,
-// after verifying each segment against the chain, and returns the
-// sequence the live history must start at (0 without an archive).
-func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) error) (int64, error) {
+// after verifying each segment against the chain, from the segment at
+// (the zero archiveEnd: the first), and returns where the archive ends:
+// the live history must start at its next.
+func (s *Store) archived(ctx context.Context, taskID string, at archiveEnd, each func([]byte) error) (archiveEnd, error) {
 	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT idx, first_seq, last_seq, sealed, prev_hash, hash, body
-		FROM agent_history_segments WHERE task_id = ? ORDER BY idx`), taskID)
+		FROM agent_history_segments WHERE task_id = ? AND idx >= ? ORDER BY idx`), taskID, at.idx)
 	if err != nil {
-		return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+		return at, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 	}
 	defer rows.Close()
-	var (
-		prev string
-		next int64
-	)
-	for i := int64(0); rows.Next(); i++ {
+	for ; rows.Next(); at.idx++ {
 		var (
 			h      = segmentHead{taskID: taskID}
 			sealed int64
@@ -225,37 +231,37 @@ func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) e
 			body   []byte
 		)
 		if err := rows.Scan(&h.idx, &h.first, &h.last, &sealed, &h.prevHash, &hash, &body); err != nil {
-			return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+			return at, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 		}
 		h.sealed = sealed != 0
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%w: job %s, segment %d: %s", ErrArchiveTampered, taskID, h.idx, fmt.Sprintf(format, args...))
 		}
 		switch {
-		case h.idx != i:
-			return 0, bad("segment %d is missing", i)
-		case h.prevHash != prev:
-			return 0, bad("it does not follow the segment before it (prev_hash %.12s…, want %.12s…)", h.prevHash, prev)
-		case h.first != next || h.last < h.first:
-			return 0, bad("it holds interactions %d to %d where %d was next", h.first, h.last, next)
+		case h.idx != at.idx:
+			return at, bad("segment %d is missing", at.idx)
+		case h.prevHash != at.hash:
+			return at, bad("it does not follow the segment before it (prev_hash %.12s…, want %.12s…)", h.prevHash, at.hash)
+		case h.first != at.next || h.last < h.first:
+			return at, bad("it holds interactions %d to %d where %d was next", h.first, h.last, at.next)
 		}
 		plain, err := s.openSegment(h, hash, body)
 		if err != nil {
-			return 0, err
+			return at, err
 		}
 		count, err := eachLine(plain, each)
 		if err != nil {
-			return 0, bad("%v", err)
+			return at, bad("%v", err)
 		}
 		if count != h.last-h.first+1 {
-			return 0, bad("it holds %d interactions, not %d", count, h.last-h.first+1)
+			return at, bad("it holds %d interactions, not %d", count, h.last-h.first+1)
 		}
-		prev, next = hash, h.last+1
+		at.hash, at.next = hash, h.last+1
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+		return at, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 	}
-	return next, nil
+	return at, nil
 }
 
 // openSegment returns the gzipped lines of the segment h whose stored

@@ -1,11 +1,15 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
@@ -113,6 +117,161 @@ func TestHistoryStreamedAsTheJobGoesOn(t *testing.T) {
 			return nil
 		}, func(*agent.Interaction) error { n++; return nil }); err != nil || n != 4 {
 			t.Errorf("read again: %d interactions, %v; want 4", n, err)
+		}
+	})
+}
+
+// A decision handed to the job again from the executor's record (the
+// restart's reconcile, when the node stopped after the step had its
+// outcome) keeps who decided and when the job was first given it: the
+// record does not name the decider.
+func TestDecisionHandedAgainKeepsWhoDecided(t *testing.T) {
+	for _, approve := range []bool{true, false} {
+		t.Run(map[bool]string{true: "approve", false: "deny"}[approve], func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			ctx := context.Background()
+			task, action := heldDelete(t, r)
+			held, err := r.exec.Pending(ctx, task.ID)
+			if err != nil || len(held) != 1 {
+				t.Fatalf("held: %+v %v", held, err)
+			}
+			var res *executor.Result
+			if approve {
+				res, err = r.exec.Approve(ctx, action, executor.Host)
+			} else {
+				res, err = r.exec.Deny(ctx, action, executor.Host, "not today")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := decider(t, r, nil)
+			if _, err := rt.Decided(ctx, task.ID, res, approve, held[0].Diff); err != nil {
+				t.Fatalf("Decided: %v", err)
+			}
+			first := lastObservation(t, r, task.ID)
+			acts, err := r.exec.Actions(ctx, task.ID)
+			if err != nil || len(acts) == 0 {
+				t.Fatalf("actions: %v %v", acts, err)
+			}
+			again := acts[len(acts)-1].Result()
+			if again.DecidedBy != "" {
+				t.Fatalf("the record's result names the decider %q: the test is moot", again.DecidedBy)
+			}
+			if _, err := rt.Decided(ctx, task.ID, again, approve, held[0].Diff); err != nil {
+				t.Fatalf("Decided again: %v", err)
+			}
+			o := lastObservation(t, r, task.ID)
+			if o.DecidedBy != executor.Host || first.DecidedAt == nil || o.DecidedAt == nil || !o.DecidedAt.Equal(*first.DecidedAt) ||
+				o.HeldReason != first.HeldReason || o.HeldReason == "" {
+				t.Errorf("handed again: decided by %q at %v, held %q; want %q at %v, held %q", o.DecidedBy, o.DecidedAt, o.HeldReason,
+					executor.Host, first.DecidedAt, first.HeldReason)
+			}
+		})
+	}
+}
+
+func lastObservation(t *testing.T, r *rig, taskID string) agent.Observation {
+	t.Helper()
+	h, err := r.store.History(context.Background(), taskID)
+	if err != nil || len(h.Interactions) == 0 {
+		t.Fatalf("history: %v", err)
+	}
+	o := h.Interactions[len(h.Interactions)-1].Observation
+	if o == nil {
+		t.Fatal("no observation")
+	}
+	return *o
+}
+
+// A history partly archived, partly live, reads one interaction at a
+// time (EachInteraction, StreamHistory, ReplayJob) exactly as whole
+// (Interactions), each call's messages rebuilt across the archive's end;
+// its newest live step deleted, or the live history deleted whole, it
+// fails to read every way.
+func TestHistoryAcrossTheArchiveStreamed(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		h, _ := fourSteps(t, r)
+		id := h.JobID
+		if _, err := r.store.Archive(ctx, id, "", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.store.Archive(ctx, id, "", 3, false); err != nil {
+			t.Fatal(err)
+		}
+		whole, err := r.store.Interactions(ctx, id)
+		if err != nil || len(whole) != 4 {
+			t.Fatalf("Interactions: %d, %v", len(whole), err)
+		}
+		var streamed []agent.Interaction
+		if err := r.store.StreamHistory(ctx, id, func(*agent.History) error { return nil }, func(it *agent.Interaction) error {
+			streamed = append(streamed, *it)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(whole)
+		b, _ := json.Marshal(streamed)
+		if !bytes.Equal(a, b) {
+			t.Errorf("streamed:\n%s\nwant, as read whole:\n%s", b, a)
+		}
+		if err := r.store.ReplayJob(ctx, id, agent.NewReplayer(64<<10)); err != nil {
+			t.Errorf("ReplayJob: %v", err)
+		}
+		r.sqlExec(t, `DELETE FROM agent_interactions WHERE seq = 3`)
+		if _, err := r.store.History(ctx, id); !errors.Is(err, agent.ErrHistoryMismatch) {
+			t.Errorf("History: %v; want ErrHistoryMismatch", err)
+		}
+		if _, err := r.store.CheckHistory(ctx, id); !errors.Is(err, agent.ErrHistoryMismatch) {
+			t.Errorf("CheckHistory: %v; want ErrHistoryMismatch", err)
+		}
+		if err := r.store.ReplayJob(ctx, id, agent.NewReplayer(64<<10)); !errors.Is(err, agent.ErrHistoryMismatch) {
+			t.Errorf("ReplayJob: %v; want ErrHistoryMismatch", err)
+		}
+		called := false
+		if err := r.store.StreamHistory(ctx, id, func(*agent.History) error { called = true; return nil },
+			func(*agent.Interaction) error { return nil }); !errors.Is(err, agent.ErrHistoryMismatch) || called {
+			t.Errorf("StreamHistory: %v, head called %v; want ErrHistoryMismatch before the head", err, called)
+		}
+	})
+}
+
+// The job's history rotates (its runtime archives it) while the history
+// is read, between its archive and its live interactions: it still
+// reads whole and in order. Before, the live history then started past
+// the archive read, and the reading failed as tampered with.
+func TestHistoryRotatedAsItIsRead(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		h, _ := fourSteps(t, r)
+		id := h.JobID
+		if _, err := r.store.Archive(ctx, id, "", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		want, err := r.store.Interactions(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []agent.Interaction
+		err = r.store.EachInteraction(ctx, id, func(it *agent.Interaction) error {
+			got = append(got, *it)
+			if it.Sequence == 0 {
+				// The archive is read: the runtime rotates.
+				if _, err := r.store.Archive(ctx, id, "", 3, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("EachInteraction: %v", err)
+		}
+		a, _ := json.Marshal(want)
+		b, _ := json.Marshal(got)
+		if !bytes.Equal(a, b) {
+			t.Errorf("read as it rotated:\n%s\nwant\n%s", b, a)
 		}
 	})
 }

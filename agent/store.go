@@ -1231,8 +1231,11 @@ func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawM
 // (see archived) and then every live one, in order. The live history must
 // start where the archive ends: an archive whose newest segments were
 // deleted still chains, and only that gap shows it (ErrArchiveTampered).
+// A gap the job's rotation opened as the history was read (its oldest
+// live interactions archived between the readings) is read from the
+// archive's new segments.
 func (s *Store) liveAfterArchive(ctx context.Context, taskID string, each func([]byte) error) error {
-	next, err := s.archived(ctx, taskID, each)
+	end, err := s.archived(ctx, taskID, archiveEnd{}, each)
 	if err != nil {
 		return err
 	}
@@ -1245,8 +1248,13 @@ func (s *Store) liveAfterArchive(ctx context.Context, taskID string, each func([
 		if err == nil {
 			err = rows.Scan(&seq, &b)
 		}
-		if err == nil && first && seq != next {
-			err = fmt.Errorf("%w: job %s: the live history starts at interaction %d, the archive ends before %d", ErrArchiveTampered, taskID, seq, next)
+		if err == nil && first && seq > end.next {
+			// Archived since the archive was read? Its next segments
+			// then hold what the live history no longer does.
+			end, err = s.archived(ctx, taskID, end, each)
+		}
+		if err == nil && first && seq != end.next {
+			err = fmt.Errorf("%w: job %s: the live history starts at interaction %d, the archive ends before %d", ErrArchiveTampered, taskID, seq, end.next)
 		}
 		first = false
 		if err == nil {
