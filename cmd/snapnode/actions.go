@@ -145,7 +145,13 @@ func (c *cli) held(args []string) int {
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
-	res, code, ok := c.callAdmin(fs, cfg, req, 30*time.Second, nil)
+	// A page of diffs may carry up to 64 MiB, spelled out by the node: on
+	// a busy machine that takes longer than a list of sums.
+	wait := 30 * time.Second
+	if *showDiff {
+		wait = 2 * time.Minute
+	}
+	res, code, ok := c.callAdmin(fs, cfg, req, wait, nil)
 	if !ok {
 		return code
 	}
