@@ -1,10 +1,12 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -554,7 +556,14 @@ func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now i
 	if maxBytes == 0 {
 		return nil, true, nil // events may match: none is looked for
 	}
-	q, args := buildQuery(f, limit, now)
+	drive, empty, err := s.choose(ctx, f)
+	if err != nil {
+		return nil, false, err
+	}
+	if empty {
+		return nil, false, nil
+	}
+	q, args := buildQuery(f, drive, limit, now)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("query events: %w", err)
@@ -581,82 +590,172 @@ func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now i
 	return out, cut, nil
 }
 
-// buildQuery turns f into SQL. With tag conditions, the one with the
-// fewest values drives the query: its rows in the tags table, in
-// created_at order, are joined to their events, and the other conditions
-// filter them; the other tag conditions are lookups in the tags table.
-func buildQuery(f *filter, limit int, now int64) (string, []any) {
-	var sb strings.Builder
-	var args []any
-	in := func(col string, vals []any) {
-		sb.WriteString(" AND ")
-		sb.WriteString(col)
-		sb.WriteString(" IN (")
-		for i := range vals {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteByte('?')
-		}
-		sb.WriteByte(')')
-		args = append(args, vals...)
+// driveEvents is the driver of a query whose rows come from the events
+// table (by id, author or kind); a driver of 0 or more is the index of
+// the tag condition whose rows in the tags table drive it.
+const driveEvents = -1
+
+// probeRows bounds what choose counts of each condition: enough to tell
+// a narrow condition from a common one, at the cost of an index range
+// that long at most.
+const probeRows = 1000
+
+// choose returns what drives the query of f: ids if any; else, of its
+// conditions on authors (with kinds), on each tag and on kinds, the one
+// that matches the fewest rows, counted in their indexes up to
+// probeRows. A common tag paired with an author or a kind that matches
+// nothing would otherwise read every row of that tag. Ties (past
+// probeRows each) go to the tag with the fewest values, whose index
+// gives the rows newest first, so that the query stops at its limit.
+// empty reports that a condition matches nothing stored, and so does f.
+func (s *store) choose(ctx context.Context, f *filter) (drive int, empty bool, err error) {
+	if f.ids != nil {
+		return driveEvents, false, nil
 	}
-	drive := -1
-	if f.ids == nil {
-		for i, t := range f.tags {
-			if drive < 0 || len(t.values) < len(f.tags[drive].values) {
-				drive = i
-			}
+	var byValues []int // the tag conditions, fewest values first
+	for i := range f.tags {
+		byValues = append(byValues, i)
+	}
+	slices.SortStableFunc(byValues, func(a, b int) int { return cmp.Compare(len(f.tags[a].values), len(f.tags[b].values)) })
+	type candidate struct {
+		drive int
+		count func(limit int) (string, []any)
+	}
+	var cands []candidate
+	events := func(limit int) (string, []any) {
+		var b sqlBuilder
+		b.sb.WriteString("SELECT count(*) FROM (SELECT 1 FROM events WHERE 1")
+		if f.authors != nil {
+			b.in("pubkey", anys(f.authors))
+		}
+		if f.kinds != nil {
+			b.in("kind", anys(f.kinds))
+		}
+		b.between(f, "created_at")
+		b.sb.WriteString(" LIMIT ?)")
+		return b.sb.String(), append(b.args, limit)
+	}
+	for _, i := range byValues {
+		t := f.tags[i]
+		cands = append(cands, candidate{i, func(limit int) (string, []any) {
+			var b sqlBuilder
+			b.sb.WriteString("SELECT count(*) FROM (SELECT 1 FROM tags WHERE name = ?")
+			b.args = append(b.args, t.name)
+			b.in("value", anys(t.values))
+			b.between(f, "created_at")
+			b.sb.WriteString(" LIMIT ?)")
+			return b.sb.String(), append(b.args, limit)
+		}})
+	}
+	if f.authors != nil || f.kinds != nil {
+		cands = append(cands, candidate{driveEvents, events})
+	}
+	switch len(cands) {
+	case 0:
+		return driveEvents, false, nil
+	case 1:
+		return cands[0].drive, false, nil
+	}
+	best, bestRows := cands[0].drive, probeRows+1
+	for _, c := range cands {
+		q, args := c.count(bestRows)
+		var n int
+		if err := s.r.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			return 0, false, fmt.Errorf("count matching rows: %w", err)
+		}
+		if n == 0 {
+			return c.drive, true, nil
+		}
+		if n < bestRows {
+			best, bestRows = c.drive, n
 		}
 	}
+	return best, false, nil
+}
+
+// sqlBuilder builds a statement and its arguments.
+type sqlBuilder struct {
+	sb   strings.Builder
+	args []any
+}
+
+// in adds "AND col IN (vals…)".
+func (b *sqlBuilder) in(col string, vals []any) {
+	b.sb.WriteString(" AND ")
+	b.sb.WriteString(col)
+	b.sb.WriteString(" IN (")
+	for i := range vals {
+		if i > 0 {
+			b.sb.WriteString(", ")
+		}
+		b.sb.WriteByte('?')
+	}
+	b.sb.WriteByte(')')
+	b.args = append(b.args, vals...)
+}
+
+// between adds f's since and until, on col.
+func (b *sqlBuilder) between(f *filter, col string) {
+	if f.hasSince {
+		b.sb.WriteString(" AND " + col + " >= ?")
+		b.args = append(b.args, f.since)
+	}
+	if f.hasUntil {
+		b.sb.WriteString(" AND " + col + " <= ?")
+		b.args = append(b.args, f.until)
+	}
+}
+
+// buildQuery turns f into SQL, driven by drive (see choose). Driven by a
+// tag condition, its rows in the tags table, in created_at order, are
+// joined to their events, and the other conditions filter them; driven
+// by the events table, SQLite picks the index of ids, authors or kinds.
+// The other tag conditions are lookups of the event's own tags.
+func buildQuery(f *filter, drive, limit int, now int64) (string, []any) {
+	var b sqlBuilder
 	order := "e.created_at"
 	if drive >= 0 {
 		t := f.tags[drive]
 		// An event is indexed once per (name, value), so only a driving
 		// condition with several values can meet it twice.
 		if len(t.values) > 1 {
-			sb.WriteString("SELECT DISTINCT")
+			b.sb.WriteString("SELECT DISTINCT")
 		} else {
-			sb.WriteString("SELECT")
+			b.sb.WriteString("SELECT")
 		}
-		sb.WriteString(" e.id, e.created_at, e.raw FROM tags d CROSS JOIN events e ON e.seq = d.event_seq WHERE d.name = ?")
-		args = append(args, t.name)
-		in("d.value", anys(t.values))
+		b.sb.WriteString(" e.id, e.created_at, e.raw FROM tags d CROSS JOIN events e ON e.seq = d.event_seq WHERE d.name = ?")
+		b.args = append(b.args, t.name)
+		b.in("d.value", anys(t.values))
 		order = "d.created_at"
 	} else {
-		sb.WriteString("SELECT e.id, e.created_at, e.raw FROM events e WHERE 1")
+		b.sb.WriteString("SELECT e.id, e.created_at, e.raw FROM events e WHERE 1")
 	}
-	sb.WriteString(" AND (e.expiration IS NULL OR e.expiration > ?)")
-	args = append(args, now)
+	b.sb.WriteString(" AND (e.expiration IS NULL OR e.expiration > ?)")
+	b.args = append(b.args, now)
 	if f.ids != nil {
-		in("e.id", anys(f.ids))
+		b.in("e.id", anys(f.ids))
 	}
 	if f.authors != nil {
-		in("e.pubkey", anys(f.authors))
+		b.in("e.pubkey", anys(f.authors))
 	}
 	if f.kinds != nil {
-		in("e.kind", anys(f.kinds))
+		b.in("e.kind", anys(f.kinds))
 	}
-	if f.hasSince {
-		sb.WriteString(" AND " + order + " >= ?")
-		args = append(args, f.since)
-	}
-	if f.hasUntil {
-		sb.WriteString(" AND " + order + " <= ?")
-		args = append(args, f.until)
-	}
+	b.between(f, order)
 	for i, t := range f.tags {
 		if i == drive {
 			continue
 		}
-		sb.WriteString(" AND e.seq IN (SELECT t.event_seq FROM tags t WHERE t.name = ?")
-		args = append(args, t.name)
-		in("t.value", anys(t.values))
-		sb.WriteByte(')')
+		// Correlated: the few tags of each candidate event, through
+		// tags_event, never a list of every event a common tag has.
+		b.sb.WriteString(" AND EXISTS (SELECT 1 FROM tags t WHERE t.event_seq = e.seq AND t.name = ?")
+		b.args = append(b.args, t.name)
+		b.in("t.value", anys(t.values))
+		b.sb.WriteByte(')')
 	}
-	sb.WriteString(" ORDER BY " + order + " DESC, e.id ASC LIMIT ?")
-	args = append(args, limit)
-	return sb.String(), args
+	b.sb.WriteString(" ORDER BY " + order + " DESC, e.id ASC LIMIT ?")
+	b.args = append(b.args, limit)
+	return b.sb.String(), b.args
 }
 
 func anys[T any](s []T) []any {

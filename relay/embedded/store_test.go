@@ -211,7 +211,7 @@ func TestQueryPlans(t *testing.T) {
 		`{"ids":["a","b"],"#p":["x"]}`:         "SEARCH e USING INDEX sqlite_autoindex_events_1",
 		`{}`:                                   "SCAN e USING INDEX events_created",
 	} {
-		q, args := buildQuery(mustFilter(t, js), 500, 0)
+		q, args := planFor(t, st, mustFilter(t, js))
 		plan := testdb.QueryPlan(t, st.r, q, args...)
 		if len(plan) == 0 || !strings.HasPrefix(plan[0], want) {
 			t.Errorf("%s: plan %q, want it to start with %q", js, plan, want)
