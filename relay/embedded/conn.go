@@ -808,18 +808,45 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	}
 	short := took < int64(bytes) // the peer's budget left less than a REQ's
 	bytes = int(min(took, int64(bytes)))
+	limit := func(f *filter) int {
+		if f.hasLimit {
+			return f.limit
+		}
+		return r.cfg.DefaultLimit
+	}
+	queries := false // some filter asks the database
+	for _, f := range filters {
+		queries = queries || r.store.mayMatch(f, limit(f))
+	}
+	// One turn of the peer's (see Config.MaxQueriesPerIP) and one time
+	// budget (QueryTimeout) for the REQ's queries, all its filters.
+	// Both end with the queries, before the events are written.
+	release := func() {}
+	if queries && c.peer != "" {
+		var err error
+		if release, err = r.queries.acquire(c.ctx, c.peer, r.queryWait); err != nil {
+			c.sentUnsent(took)
+			c.dropSub(sub)
+			if c.ctx.Err() != nil {
+				return errConnClosed
+			}
+			return c.closedSub(subID, fmt.Sprintf("rate-limited: too many queries at once from your address (max %d); try again later", r.cfg.MaxQueriesPerIP))
+		}
+	}
+	defer release() // gives back nothing once given back
+	qctx, cancel := context.WithTimeout(c.ctx, r.cfg.QueryTimeout)
+	defer cancel()
 	cut := false // and it cut what was loaded
 	for _, f := range filters {
-		limit := r.cfg.DefaultLimit
-		if f.hasLimit {
-			limit = f.limit
-		}
-		evs, stopped, err := r.store.query(c.ctx, f, min(limit, events), bytes, now)
+		evs, stopped, err := r.store.query(qctx, f, min(limit(f), events), bytes, now)
 		if err != nil {
 			c.sentUnsent(took)
 			c.dropSub(sub)
 			if c.ctx.Err() != nil {
 				return errConnClosed
+			}
+			if qctx.Err() != nil {
+				return c.closedSub(subID, fmt.Sprintf("error: the query took too long (max %s); try a narrower filter", r.cfg.QueryTimeout))
 			}
 			c.log.Error("query events", "err", err)
 			return c.closedSub(subID, "error: could not query the database")
@@ -831,6 +858,8 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 			bytes -= len(e.raw)
 		}
 	}
+	release()
+	cancel()
 	if len(filters) > 1 {
 		slices.SortFunc(found, func(a, b storedEvent) int {
 			if a.createdAt != b.createdAt {

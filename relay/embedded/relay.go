@@ -85,6 +85,21 @@ type Config struct {
 	MaxSubIDLength       int // subscription id length in characters (code points, as NIP-01 counts); default 64
 	MaxEventTags         int // tags of one event; default 2500
 	MaxContentLength     int // bytes of an event's content; default 256 KiB
+	// MaxQueriesPerIP bounds the REQs of one peer (an address as for
+	// MaxConnectionsPerIP), all its connections together, that query the
+	// database at once. The relay has 4 database readers for every
+	// client: past the bound, a REQ waits for its peer's turn, at most
+	// QueryTimeout, then is CLOSED with "rate-limited:". Default 1, or
+	// the readers' part that MaxConnectionsPerIP is of MaxConnections,
+	// rounded up: 4 for a peer allowed every connection (behind a proxy
+	// that connects from one address for every client). Clients on
+	// loopback addresses and the in-process connection are not bounded.
+	MaxQueriesPerIP int
+	// QueryTimeout bounds the time one REQ's queries take in the
+	// database, all its filters together; default 2 s. A REQ past it is
+	// CLOSED with "error:", its query stopped, so that no filter holds a
+	// database reader for longer.
+	QueryTimeout time.Duration
 	// MaxStoredBytes bounds the stored events one REQ loads, all its
 	// filters together (their JSON); default 8 MiB, at least
 	// MaxMessageLength. A REQ's stored events are loaded before they are
@@ -257,6 +272,7 @@ const (
 	DefaultMaxUnsentBytes       = 256 << 20
 	DefaultMaxReadingBytes      = 256 << 20
 	DefaultWriteTimeout         = 10 * time.Second
+	DefaultQueryTimeout         = 2 * time.Second
 	DefaultPingInterval         = 30 * time.Second
 	DefaultSweepInterval        = time.Minute
 )
@@ -306,6 +322,7 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.MaxConnections, DefaultMaxConnections, "MaxConnections"),
 		def(&c.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP, "MaxConnectionsPerIP"),
 		defDur(&c.WriteTimeout, DefaultWriteTimeout, "WriteTimeout"),
+		defDur(&c.QueryTimeout, DefaultQueryTimeout, "QueryTimeout"),
 		defDur(&c.PingInterval, DefaultPingInterval, "PingInterval"),
 		defDur(&c.SweepInterval, DefaultSweepInterval, "SweepInterval"),
 	)
@@ -314,6 +331,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkEventRate(c.EventsPerSecond, c.EventBurst); err != nil {
 		return c, fmt.Errorf("embedded relay config: %w", err)
+	}
+	switch {
+	case c.MaxQueriesPerIP == 0:
+		per := min(c.MaxConnectionsPerIP, c.MaxConnections)
+		c.MaxQueriesPerIP = max(1, (storeReaders*per+c.MaxConnections-1)/c.MaxConnections)
+	case c.MaxQueriesPerIP < 0:
+		return c, errors.New("embedded relay config: MaxQueriesPerIP must not be negative")
 	}
 	switch {
 	case c.StoreMaxBytes == 0:
@@ -461,6 +485,11 @@ type Relay struct {
 	// is how long a REQ waits for room (WriteTimeout; tests shorten it).
 	unsent     *peerBytes
 	unsentWait time.Duration
+	// queries are the peers' turns to query the store (see
+	// Config.MaxQueriesPerIP); queryWait is how long a REQ waits for one
+	// (QueryTimeout: what one turn takes at most; tests change it).
+	queries   *querySlots
+	queryWait time.Duration
 	// reading is what the messages of each peer being read hold beyond
 	// their lent buffers, by conn.peer (see Config.MaxReadingBytesPerIP).
 	reading *peerBytes
@@ -510,6 +539,8 @@ func newRelay(cfg Config, exempt func(netip.Addr) bool) (*Relay, error) {
 		reading: newPeerBytes(cfg.MaxReadingBytesPerIP, cfg.MaxReadingBytes),
 		// How long a REQ waits for its peer's unsent bytes to make room.
 		unsentWait: cfg.WriteTimeout,
+		queries:    newQuerySlots(cfg.MaxQueriesPerIP),
+		queryWait:  cfg.QueryTimeout,
 		exempt:     exempt,
 		sockets:    peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, exempt),
 		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,

@@ -63,6 +63,10 @@ type storeBound struct {
 	peerEvents, peerBytes int64
 }
 
+// storeReaders is the number of database connections that read, for
+// every client.
+const storeReaders = 4
+
 // maxKindMarks bounds the per-kind marks; kinds beyond it use the global
 // mark.
 const maxKindMarks = 1024
@@ -138,8 +142,8 @@ func openStore(ctx context.Context, path string, b storeBound) (*store, error) {
 	}
 	if !memory {
 		r := sqldb.OpenSQLite(dsn + "&_pragma=query_only(1)")
-		r.SetMaxOpenConns(4)
-		r.SetMaxIdleConns(4)
+		r.SetMaxOpenConns(storeReaders)
+		r.SetMaxIdleConns(storeReaders)
 		s.r = r
 	}
 	return s, nil
@@ -544,13 +548,19 @@ type storedEvent struct {
 	raw       []byte
 }
 
+// mayMatch reports whether a query of f for up to limit events may find
+// any: false means query answers none without asking the database.
+func (s *store) mayMatch(f *filter, limit int) bool {
+	return limit > 0 && !f.matchesNothing() && s.storedSince(f)
+}
+
 // query returns up to limit stored events matching f that have not expired
 // at now, newest first (ties: lowest id first), and stops before an event
 // that would take their JSON over maxBytes (maxBytes < 0: no bound); it
 // reports whether it stopped for maxBytes (at once when maxBytes is 0:
 // events may match that were not looked for).
 func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now int64) ([]storedEvent, bool, error) {
-	if limit <= 0 || f.matchesNothing() || !s.storedSince(f) {
+	if !s.mayMatch(f, limit) {
 		return nil, false, nil
 	}
 	if maxBytes == 0 {
