@@ -145,6 +145,11 @@ type conn struct {
 	// Config.StorePeerShare); "" (loopback, the in-process connection):
 	// neither.
 	peer string
+	// reqTokens is what the connection's REQ bucket holds (see
+	// Config.ReqsPerSecond) at reqAt; the goroutine handling a request
+	// only.
+	reqTokens float64
+	reqAt     time.Time
 	// unsent is what the connection's REQs have loaded and not yet
 	// written, counted for peer (see Config.MaxUnsentBytesPerIP): the
 	// reader adds, the writer takes away, and serve gives back the rest.
@@ -759,8 +764,31 @@ func reason(err error) string {
 	return s
 }
 
+// allowReq takes a token from the connection's REQ bucket.
+func (c *conn) allowReq() bool {
+	if c.peer == "" {
+		return true
+	}
+	now, cfg := c.r.now(), &c.r.cfg
+	switch {
+	case c.reqAt.IsZero():
+		c.reqTokens, c.reqAt = float64(cfg.ReqBurst), now
+	case now.After(c.reqAt):
+		c.reqTokens = min(float64(cfg.ReqBurst), c.reqTokens+now.Sub(c.reqAt).Seconds()*cfg.ReqsPerSecond)
+		c.reqAt = now
+	}
+	if c.reqTokens < 1 {
+		return false
+	}
+	c.reqTokens--
+	return true
+}
+
 func (c *conn) handleReq(subID string, filters []*filter) error {
 	r := c.r
+	if !c.allowReq() {
+		return c.closedSub(subID, fmt.Sprintf("rate-limited: more than %g REQs a second on this connection", r.cfg.ReqsPerSecond))
+	}
 	if old, ok := c.subs[subID]; ok {
 		c.dropSub(old) // NIP-01: a REQ with an open id replaces it
 	} else if len(c.subs) >= r.cfg.MaxSubscriptions {

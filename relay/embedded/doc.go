@@ -14,7 +14,8 @@
 // query, the memory the open subscriptions of one address hold, the stored
 // events one address's requests have loaded and not yet sent, the queries
 // one address runs at once and the time one request's queries take
-// (Config.MaxQueriesPerIP, QueryTimeout), the clients
+// (Config.MaxQueriesPerIP, QueryTimeout), the REQs of one connection a
+// second (ReqsPerSecond), the clients
 // connected, each connection's outbound queue, and the
 // database itself (Config.StoreMaxEvents, StoreMaxBytes: past either, the
 // oldest stored events make room; StorePeerShare: past its share of them,

@@ -95,6 +95,15 @@ type Config struct {
 	// that connects from one address for every client). Clients on
 	// loopback addresses and the in-process connection are not bounded.
 	MaxQueriesPerIP int
+	// ReqsPerSecond and ReqBurst rate-limit the REQ messages of each
+	// connection (token bucket): a REQ past them is CLOSED with
+	// "rate-limited:", and a subscription of its id with it, so that a
+	// client cannot make the relay open, query and close subscriptions
+	// as fast as it sends. Defaults 20 a second and bursts of 100 (a
+	// client opening its subscriptions at once). Clients on loopback
+	// addresses and the in-process connection are not limited.
+	ReqsPerSecond float64
+	ReqBurst      int
 	// QueryTimeout bounds the time one REQ's queries take in the
 	// database, all its filters together; default 2 s. A REQ past it is
 	// CLOSED with "error:", its query stopped, so that no filter holds a
@@ -273,6 +282,8 @@ const (
 	DefaultMaxReadingBytes      = 256 << 20
 	DefaultWriteTimeout         = 10 * time.Second
 	DefaultQueryTimeout         = 2 * time.Second
+	DefaultReqsPerSecond        = 20
+	DefaultReqBurst             = 100
 	DefaultPingInterval         = 30 * time.Second
 	DefaultSweepInterval        = time.Minute
 )
@@ -323,6 +334,7 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP, "MaxConnectionsPerIP"),
 		defDur(&c.WriteTimeout, DefaultWriteTimeout, "WriteTimeout"),
 		defDur(&c.QueryTimeout, DefaultQueryTimeout, "QueryTimeout"),
+		def(&c.ReqBurst, DefaultReqBurst, "ReqBurst"),
 		defDur(&c.PingInterval, DefaultPingInterval, "PingInterval"),
 		defDur(&c.SweepInterval, DefaultSweepInterval, "SweepInterval"),
 	)
@@ -331,6 +343,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkEventRate(c.EventsPerSecond, c.EventBurst); err != nil {
 		return c, fmt.Errorf("embedded relay config: %w", err)
+	}
+	switch {
+	case c.ReqsPerSecond == 0:
+		c.ReqsPerSecond = DefaultReqsPerSecond
+	case !(c.ReqsPerSecond > 0) || math.IsInf(c.ReqsPerSecond, 1):
+		return c, fmt.Errorf("embedded relay config: ReqsPerSecond %g: want a positive rate", c.ReqsPerSecond)
 	}
 	switch {
 	case c.MaxQueriesPerIP == 0:

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -143,6 +144,38 @@ func TestMaxQueriesPerIPDefault(t *testing.T) {
 		}
 		if c.MaxQueriesPerIP != tc.want {
 			t.Errorf("%+v: MaxQueriesPerIP %d, want %d", tc.cfg, c.MaxQueriesPerIP, tc.want)
+		}
+	}
+}
+
+// TestRelayReqRate: a connection's REQs past ReqsPerSecond (after a
+// burst of ReqBurst) get CLOSED "rate-limited:", the subscription of the
+// same id with them; the bucket refills with time. Loopback clients are
+// not limited.
+func TestRelayReqRate(t *testing.T) {
+	tr := startRelay(t, Config{ReqsPerSecond: 1, ReqBurst: 2})
+	c := mustDialFrom(t, frontRelay(t, tr.Relay), "203.0.113.7")
+	c.req("a", map[string]any{})
+	c.req("b", map[string]any{})
+	c.send("REQ", "a", map[string]any{})
+	m := c.expect("CLOSED")
+	if m.str(0) != "a" || !strings.HasPrefix(m.str(1), "rate-limited: ") {
+		t.Fatalf("REQ past the rate: %s, want CLOSED a rate-limited", joinRaw(m.args))
+	}
+	tr.clock.Advance(1)
+	c.req("c", map[string]any{})
+
+	local := dial(t, tr.url)
+	for i := range 5 {
+		local.req(fmt.Sprint("l", i), map[string]any{})
+	}
+}
+
+// TestReqRateConfig: a rate that is not positive and finite is refused.
+func TestReqRateConfig(t *testing.T) {
+	for _, rate := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := (Config{ReqsPerSecond: rate}).withDefaults(); err == nil {
+			t.Errorf("ReqsPerSecond %g taken", rate)
 		}
 	}
 }
