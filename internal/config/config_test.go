@@ -345,41 +345,26 @@ func TestRequestLimitSettings(t *testing.T) {
 // metrics_public is off by default (/metrics on http_listen serves
 // loopback only) and follows the one precedence: flag, variable, file.
 func TestMetricsPublic(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "snapnode.toml")
-	os.WriteFile(file, []byte("metrics_public = true\n"), 0o600)
-	cases := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want bool
-	}{
-		{"default", nil, nil, false},
-		{"file", []string{"--config", file}, nil, true},
-		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_METRICS_PUBLIC": "false"}, false},
-		{"flag over env", []string{"--metrics-public"}, map[string]string{"SNAPNODE_METRICS_PUBLIC": "false"}, true},
-		{"flag false over file", []string{"--config", file, "--metrics-public=false"}, nil, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := load(t, tc.args, tc.env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.MetricsPublic != tc.want {
-				t.Errorf("MetricsPublic %v, want %v", c.MetricsPublic, tc.want)
-			}
-		})
-	}
-	if _, err := load(t, nil, map[string]string{"SNAPNODE_METRICS_PUBLIC": "maybe"}); err == nil || !strings.Contains(err.Error(), "SNAPNODE_METRICS_PUBLIC") {
-		t.Errorf("a bad boolean: %v", err)
-	}
+	testSwitch(t, "metrics_public", func(c config.Config) bool { return c.MetricsPublic })
 }
 
 // console_remote is off by default (the console serves loopback only) and
 // follows the one precedence: flag, variable, file.
 func TestConsoleRemote(t *testing.T) {
+	testSwitch(t, "console_remote", func(c config.Config) bool { return c.ConsoleRemote })
+}
+
+// testSwitch checks a boolean setting that is off by default, named key in
+// the file, --KEY (dashes for underscores) as a flag and SNAPNODE_KEY in the
+// environment, read back from a loaded Config by get: it follows the one
+// precedence (flag, variable, file), and a value that is not a boolean is
+// an error naming the variable.
+func testSwitch(t *testing.T, key string, get func(config.Config) bool) {
+	t.Helper()
+	flagName := "--" + strings.ReplaceAll(key, "_", "-")
+	envName := "SNAPNODE_" + strings.ToUpper(key)
 	file := filepath.Join(t.TempDir(), "snapnode.toml")
-	os.WriteFile(file, []byte("console_remote = true\n"), 0o600)
+	os.WriteFile(file, []byte(key+" = true\n"), 0o600)
 	cases := []struct {
 		name string
 		args []string
@@ -388,9 +373,9 @@ func TestConsoleRemote(t *testing.T) {
 	}{
 		{"default", nil, nil, false},
 		{"file", []string{"--config", file}, nil, true},
-		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "false"}, false},
-		{"flag over env", []string{"--console-remote"}, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "false"}, true},
-		{"flag false over file", []string{"--config", file, "--console-remote=false"}, nil, false},
+		{"env over file", []string{"--config", file}, map[string]string{envName: "false"}, false},
+		{"flag over env", []string{flagName}, map[string]string{envName: "false"}, true},
+		{"flag false over file", []string{"--config", file, flagName + "=false"}, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,12 +383,12 @@ func TestConsoleRemote(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.ConsoleRemote != tc.want {
-				t.Errorf("ConsoleRemote %v, want %v", c.ConsoleRemote, tc.want)
+			if got := get(c); got != tc.want {
+				t.Errorf("%s %v, want %v", key, got, tc.want)
 			}
 		})
 	}
-	if _, err := load(t, nil, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "maybe"}); err == nil || !strings.Contains(err.Error(), "SNAPNODE_CONSOLE_REMOTE") {
+	if _, err := load(t, nil, map[string]string{envName: "maybe"}); err == nil || !strings.Contains(err.Error(), envName) {
 		t.Errorf("a bad boolean: %v", err)
 	}
 }
