@@ -13,6 +13,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // A held action's step keeps, once an operator decided it, why the
@@ -20,48 +21,27 @@ import (
 // observation was written over the hold's, and the history no longer
 // said that the step was held, by which rule, nor who let it through.
 func TestHistoryKeepsTheHoldAndWhoDecided(t *testing.T) {
-	for _, approve := range []bool{true, false} {
-		t.Run(map[bool]string{true: "approve", false: "deny"}[approve], func(t *testing.T) {
-			r := newRig(t, testdb.SQLite(t))
-			ctx := context.Background()
-			task, action := heldDelete(t, r)
-			held, err := r.exec.Pending(ctx, task.ID)
-			if err != nil || len(held) != 1 {
-				t.Fatalf("held: %+v %v", held, err)
-			}
-			var res *executor.Result
-			if approve {
-				res, err = r.exec.Approve(ctx, action, executor.Host)
-			} else {
-				res, err = r.exec.Deny(ctx, action, executor.Host, "not today")
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := decider(t, r, nil).Decided(ctx, task.ID, res, approve, held[0].Diff); err != nil {
-				t.Fatalf("Decided: %v", err)
-			}
-			h, err := r.store.History(ctx, task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := h.Interactions[len(h.Interactions)-1].Observation
-			want := map[bool]string{true: agent.ObsApproved, false: agent.ObsDenied}[approve]
-			if o == nil || o.Outcome != want {
-				t.Fatalf("observation %+v; want %s", o, want)
-			}
-			if !strings.Contains(o.HeldReason, `policy "destructive"`) {
-				t.Errorf("held_reason %q; want the policy that held the action", o.HeldReason)
-			}
-			if o.DecidedBy != executor.Host {
-				t.Errorf("decided_by %q; want %q", o.DecidedBy, executor.Host)
-			}
-			if o.DecidedAt == nil || o.DecidedAt.IsZero() {
-				t.Errorf("decided_at %v; want the decision's time", o.DecidedAt)
-			}
-			validHistory(t, r, task.ID)
-		})
-	}
+	eachDecision(t, func(t *testing.T, r *rig, task *tasks.Task, approve bool, _ string) {
+		h, err := r.store.History(context.Background(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := h.Interactions[len(h.Interactions)-1].Observation
+		want := map[bool]string{true: agent.ObsApproved, false: agent.ObsDenied}[approve]
+		if o == nil || o.Outcome != want {
+			t.Fatalf("observation %+v; want %s", o, want)
+		}
+		if !strings.Contains(o.HeldReason, `policy "destructive"`) {
+			t.Errorf("held_reason %q; want the policy that held the action", o.HeldReason)
+		}
+		if o.DecidedBy != executor.Host {
+			t.Errorf("decided_by %q; want %q", o.DecidedBy, executor.Host)
+		}
+		if o.DecidedAt == nil || o.DecidedAt.IsZero() {
+			t.Errorf("decided_at %v; want the decision's time", o.DecidedAt)
+		}
+		validHistory(t, r, task.ID)
+	})
 }
 
 // fourSteps runs a job of four model calls (WRITE_FILE, READ_FILE,

@@ -16,6 +16,20 @@ import (
 // a denied delete leaves no artifact of changes made. Before, the task
 // went on showing them awaiting confirmation.
 func TestDecidedChangesOfAJob(t *testing.T) {
+	eachDecision(t, func(t *testing.T, r *rig, task *tasks.Task, approve bool, diff string) {
+		got, err := r.svc.Task(context.Background(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSettled(t, got, map[bool]string{true: ", applied", false: ", denied"}[approve], approve, diff)
+	})
+}
+
+// eachDecision runs check in a subtest for each of an operator's
+// decisions, "approve" and "deny", on a job's held delete (heldDelete),
+// once the runtime was told of it, with the diff that was held.
+func eachDecision(t *testing.T, check func(t *testing.T, r *rig, task *tasks.Task, approve bool, diff string)) {
+	t.Helper()
 	for _, approve := range []bool{true, false} {
 		t.Run(map[bool]string{true: "approve", false: "deny"}[approve], func(t *testing.T) {
 			r := newRig(t, testdb.SQLite(t))
@@ -29,7 +43,7 @@ func TestDecidedChangesOfAJob(t *testing.T) {
 			if approve {
 				res, err = r.exec.Approve(ctx, action, executor.Host)
 			} else {
-				res, err = r.exec.Deny(ctx, action, executor.Host, "no")
+				res, err = r.exec.Deny(ctx, action, executor.Host, "not today")
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -37,11 +51,7 @@ func TestDecidedChangesOfAJob(t *testing.T) {
 			if _, err := decider(t, r, nil).Decided(ctx, task.ID, res, approve, held[0].Diff); err != nil {
 				t.Fatalf("Decided: %v", err)
 			}
-			got, err := r.svc.Task(ctx, task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSettled(t, got, map[bool]string{true: ", applied", false: ", denied"}[approve], approve, held[0].Diff)
+			check(t, r, task, approve, held[0].Diff)
 		})
 	}
 }
