@@ -26,6 +26,48 @@ func fallbackCard(eps []snap.Endpoint, relays ...string) *snap.Card {
 		Endpoints: eps, NostrRelays: relays}
 }
 
+// Requests of the resend tests: a message/send without an
+// idempotencyKey, the same with one, and a tasks/get.
+const (
+	plainSend = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`
+	keyedSend = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`
+	getTask   = `{"taskId":"t"}`
+)
+
+// exchange is one request of a resend test.
+type exchange struct {
+	method, payload string
+	once            bool // sent once, the error wrapping ErrNotSentAgain
+}
+
+// try makes x (a Stream for message/stream, else a Send) to card, whose
+// one endpoint logs attempt in log for each request it reads, through h
+// and then a Nostr transport that fails. It checks that the endpoint saw
+// x once when x.once, else on each of quickFallback's three tries before
+// Nostr, and returns the error; end names the endpoint's behaviour in
+// what it reports.
+func (x exchange) try(t *testing.T, end string, card *snap.Card, h *client.HTTP, log *attempts, attempt string) error {
+	t.Helper()
+	log.list = nil
+	agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.method == "message/stream" {
+		_, err = agent.Stream(t.Context(), x.method, []byte(x.payload), nil)
+	} else {
+		_, err = agent.Send(t.Context(), x.method, []byte(x.payload))
+	}
+	want := []string{attempt, attempt, attempt, "nostr"}
+	if x.once {
+		want = []string{attempt}
+	}
+	if got := log.get(); !slices.Equal(got, want) {
+		t.Errorf("%s, %s %s: attempts %q, want %q (%v)", end, x.method, x.payload, got, want, err)
+	}
+	return err
+}
+
 // log records the attempts of one exchange, in order.
 type attempts struct {
 	mu   sync.Mutex
@@ -586,23 +628,14 @@ func TestFallbackRetriesAFailedUpgrade(t *testing.T) {
 // tasks/get is tried again whatever the end, and so is a request the
 // endpoint closed with 1009 (message too big): it refused to read it.
 func TestFallbackDoesNotRepeatWhatAWebSocketTook(t *testing.T) {
-	const (
-		send  = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`
-		keyed = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`
-		get   = `{"taskId":"t"}`
-	)
-	type exchange struct {
-		method, payload string
-		once            bool // sent once, the error wrapping ErrNotSentAgain
-	}
 	for _, tc := range []struct {
 		end       string
 		exchanges []exchange
 	}{
-		{"quiet", []exchange{{"message/send", send, true}, {"message/send", keyed, true}, {"message/stream", keyed, true}, {"tasks/get", get, false}}},
-		{"close", []exchange{{"message/send", send, true}, {"message/stream", send, true}, {"message/send", keyed, false}, {"tasks/get", get, false}}},
-		{"cut", []exchange{{"message/send", send, true}, {"message/stream", send, true}, {"message/stream", keyed, false}, {"tasks/get", get, false}}},
-		{"too big", []exchange{{"message/send", send, false}, {"message/stream", send, false}}},
+		{"quiet", []exchange{{"message/send", plainSend, true}, {"message/send", keyedSend, true}, {"message/stream", keyedSend, true}, {"tasks/get", getTask, false}}},
+		{"close", []exchange{{"message/send", plainSend, true}, {"message/stream", plainSend, true}, {"message/send", keyedSend, false}, {"tasks/get", getTask, false}}},
+		{"cut", []exchange{{"message/send", plainSend, true}, {"message/stream", plainSend, true}, {"message/stream", keyedSend, false}, {"tasks/get", getTask, false}}},
+		{"too big", []exchange{{"message/send", plainSend, false}, {"message/stream", plainSend, false}}},
 	} {
 		log := &attempts{}
 		up := websocket.Upgrader{}
@@ -634,23 +667,7 @@ func TestFallbackDoesNotRepeatWhatAWebSocketTook(t *testing.T) {
 		card := fallbackCard([]snap.Endpoint{{Protocol: "wss", URL: strings.Replace(ts.URL, "http://", "ws://", 1) + "/"}}, "wss://relay.example")
 		h := client.NewHTTP(client.HTTPConfig{Key: clientKey, IdleTimeout: 50 * time.Millisecond})
 		for _, x := range tc.exchanges {
-			log.list = nil
-			agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if x.method == "message/stream" {
-				_, err = agent.Stream(t.Context(), x.method, []byte(x.payload), nil)
-			} else {
-				_, err = agent.Send(t.Context(), x.method, []byte(x.payload))
-			}
-			want := []string{"ws request", "ws request", "ws request", "nostr"}
-			if x.once {
-				want = []string{"ws request"}
-			}
-			if got := log.get(); !slices.Equal(got, want) {
-				t.Errorf("%s, %s %s: attempts %q, want %q (%v)", tc.end, x.method, x.payload, got, want, err)
-			}
+			err := x.try(t, tc.end, card, h, log, "ws request")
 			if errors.Is(err, client.ErrNotSentAgain) != x.once || x.once && !client.Taken(err) {
 				t.Errorf("%s, %s %s: %v; want client.ErrNotSentAgain wrapped, client.Taken: %v", tc.end, x.method, x.payload, err, x.once)
 			}

@@ -33,21 +33,12 @@ import (
 // end. Each attempt is signed anew, so the agent's replay check would not
 // stop a second one.
 func TestFallbackDoesNotRepeatWhatAnHTTPPeerMayHaveTaken(t *testing.T) {
-	const (
-		send  = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`
-		keyed = `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`
-		get   = `{"taskId":"t"}`
-	)
-	type exchange struct {
-		method, payload string
-		once            bool // sent once, the error wrapping ErrNotSentAgain
-	}
 	for _, tc := range []struct {
 		end       string
 		exchanges []exchange
 	}{
-		{"cut", []exchange{{"message/send", send, true}, {"message/stream", send, true}, {"message/send", keyed, false}, {"message/stream", keyed, false}, {"tasks/get", get, false}}},
-		{"quiet", []exchange{{"message/send", send, true}, {"message/send", keyed, true}, {"message/stream", keyed, true}, {"tasks/get", get, false}}},
+		{"cut", []exchange{{"message/send", plainSend, true}, {"message/stream", plainSend, true}, {"message/send", keyedSend, false}, {"message/stream", keyedSend, false}, {"tasks/get", getTask, false}}},
+		{"quiet", []exchange{{"message/send", plainSend, true}, {"message/send", keyedSend, true}, {"message/stream", keyedSend, true}, {"tasks/get", getTask, false}}},
 	} {
 		log := &attempts{}
 		done := make(chan struct{})
@@ -73,23 +64,7 @@ func TestFallbackDoesNotRepeatWhatAnHTTPPeerMayHaveTaken(t *testing.T) {
 		h := client.NewHTTP(client.HTTPConfig{Key: clientKey, IdleTimeout: 50 * time.Millisecond,
 			Net: client.NetConfig{ResponseHeaderTimeout: 50 * time.Millisecond}})
 		for _, x := range tc.exchanges {
-			log.list = nil
-			agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if x.method == "message/stream" {
-				_, err = agent.Stream(t.Context(), x.method, []byte(x.payload), nil)
-			} else {
-				_, err = agent.Send(t.Context(), x.method, []byte(x.payload))
-			}
-			want := []string{"post", "post", "post", "nostr"}
-			if x.once {
-				want = []string{"post"}
-			}
-			if got := log.get(); !slices.Equal(got, want) {
-				t.Errorf("%s, %s %s: attempts %q, want %q (%v)", tc.end, x.method, x.payload, got, want, err)
-			}
+			err := x.try(t, tc.end, card, h, log, "post")
 			if errors.Is(err, client.ErrNotSentAgain) != x.once || !client.Taken(err) {
 				t.Errorf("%s, %s %s: %v; want client.ErrNotSentAgain wrapped: %v, client.Taken", tc.end, x.method, x.payload, err, x.once)
 			}
