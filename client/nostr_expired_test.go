@@ -15,7 +15,6 @@ import (
 	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
-	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
 )
 
@@ -34,20 +33,9 @@ func (f *expiredReplier) Publish(ctx context.Context, ev nostr.Event) (relay.Pub
 	if err != nil {
 		return res, err
 	}
-	plain, err := f.seal.Open(ev.PubKey, ev.Content)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	req, err := snap.Parse(plain)
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	var v *relay.Verifier
 	for _, exp := range f.exps {
-		content, err := f.seal.Seal(ev.PubKey, reply{}.build(f.t, req))
-		if err != nil {
-			f.t.Fatal(err)
-		}
+		content := genuineReply(f.t, f.seal, ev)
 		tags := nostr.Tags{{"p", ev.PubKey}, {"e", ev.ID}}
 		if exp != 0 {
 			tags = append(tags, nostr.Tag{"expiration", strconv.FormatInt(exp, 10)})
@@ -63,6 +51,15 @@ func (f *expiredReplier) Publish(ctx context.Context, ev nostr.Event) (relay.Pub
 	return res, nil
 }
 
+// trailingRelay starts a relay whose clock trails an hour, which
+// therefore delivers replies that have expired, and a pool on it.
+func trailingRelay(t *testing.T, quiet *slog.Logger) (context.Context, *relay.Pool) {
+	t.Helper()
+	url := relaytest.Serve(t, embedded.Config{DBPath: ":memory:", Logger: quiet,
+		Now: func() time.Time { return time.Now().Add(-time.Hour) }, CreatedAtUpperLimit: -1})
+	return startPool(t, url, quiet)
+}
+
 // A reply whose NIP-40 expiration has passed by the requester's clock
 // (a relay that does not drop expired events delivers it: here one whose
 // clock trails an hour) is ignored, as NIP-40 asks of clients: it is
@@ -71,12 +68,7 @@ func (f *expiredReplier) Publish(ctx context.Context, ev nostr.Event) (relay.Pub
 // the client took an expired reply as any other.
 func TestNostrIgnoresExpiredReplies(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
-	url := relaytest.Serve(t, embedded.Config{DBPath: ":memory:", Logger: quiet,
-		Now: func() time.Time { return time.Now().Add(-time.Hour) }, CreatedAtUpperLimit: -1})
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
-	pool.Start(ctx)
-	t.Cleanup(func() { cancel(); pool.Close() })
+	ctx, pool := trailingRelay(t, quiet)
 	target := client.Target{Address: addr(serverKey), PubKey: serverKey.NostrPublicKey()}
 	expired, ahead := time.Now().Add(-time.Minute).Unix(), time.Now().Add(time.Hour).Unix()
 
@@ -106,12 +98,7 @@ func TestNostrIgnoresExpiredReplies(t *testing.T) {
 // second has not.
 func TestNostrReplyExpiringNowHasExpired(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
-	url := relaytest.Serve(t, embedded.Config{DBPath: ":memory:", Logger: quiet,
-		Now: func() time.Time { return time.Now().Add(-time.Hour) }, CreatedAtUpperLimit: -1})
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
-	pool.Start(ctx)
-	t.Cleanup(func() { cancel(); pool.Close() })
+	ctx, pool := trailingRelay(t, quiet)
 	target := client.Target{Address: addr(serverKey), PubKey: serverKey.NostrPublicKey()}
 	now := time.Now().Truncate(time.Second).Add(500 * time.Millisecond)
 

@@ -48,18 +48,7 @@ func (f *forger) Publish(ctx context.Context, ev nostr.Event) (relay.PublishResu
 			f.t.Errorf("forged reply: %v", err)
 		}
 	}
-	plain, err := f.seal.Open(ev.PubKey, ev.Content)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	req, err := snap.Parse(plain)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	content, err := f.seal.Seal(ev.PubKey, reply{}.build(f.t, req))
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	content := genuineReply(f.t, f.seal, ev)
 	genuine := nostr.Event{CreatedAt: ev.CreatedAt, Kind: ev.Kind, Tags: tags, Content: content}
 	if err := v.Sign(serverKey, &genuine); err != nil {
 		f.t.Fatal(err)
@@ -70,6 +59,36 @@ func (f *forger) Publish(ctx context.Context, ev nostr.Event) (relay.PublishResu
 	return res, nil
 }
 
+// genuineReply is the content of the agent's reply to the request ev
+// carries, sealed by seal (the agent's) to ev's author.
+func genuineReply(t *testing.T, seal *snapnostr.Sealer, ev nostr.Event) string {
+	t.Helper()
+	plain, err := seal.Open(ev.PubKey, ev.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := snap.Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := seal.Seal(ev.PubKey, reply{}.build(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return content
+}
+
+// startPool starts a relay pool on url, logging to logger, and returns it
+// with a context; both end with t.
+func startPool(t *testing.T, url string, logger *slog.Logger) (context.Context, *relay.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: logger})
+	pool.Start(ctx)
+	t.Cleanup(func() { cancel(); pool.Close() })
+	return ctx, pool
+}
+
 // Anyone who sees a request's event id can publish replies to it: each
 // rejected reply was logged at warn, one line each, so a stranger filled
 // the requester's log at will. They are logged logcap.PerMinute a minute,
@@ -78,10 +97,7 @@ func TestNostrRejectedRepliesLoggedBounded(t *testing.T) {
 	const n = 60
 	quiet := slog.New(slog.DiscardHandler)
 	url := relaytest.Serve(t, embedded.Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
-	pool.Start(ctx)
-	t.Cleanup(func() { cancel(); pool.Close() })
+	ctx, pool := startPool(t, url, quiet)
 
 	logs := &testutil.Records{}
 	clock := testclock.New(time.Now().Truncate(time.Second))

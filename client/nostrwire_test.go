@@ -52,10 +52,7 @@ func (w *wireRecorder) Publish(ctx context.Context, ev nostr.Event) (relay.Publi
 func TestNostrRequestOnTheWire(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	url := relaytest.Serve(t, embedded.Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
-	pool.Start(ctx)
-	t.Cleanup(func() { cancel(); pool.Close() })
+	ctx, pool := startPool(t, url, quiet)
 
 	clock := testclock.New(time.Now().Truncate(time.Second))
 	rec := &wireRecorder{Pool: pool}
