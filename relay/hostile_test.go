@@ -5,80 +5,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/snapnode/snapnode/internal/testutil"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/fakerelay"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // hostileRelay is a WebSocket server that speaks NIP-01 badly: it hands
 // every frame it reads to its script, which may write anything back.
 type hostileRelay struct {
 	url string
-	// script runs in the connection's reader for each frame read; write
-	// sends one text frame.
-	script func(frame []byte, write func([]byte) error)
 }
 
-func newHostileRelay(t *testing.T, script func(frame []byte, write func([]byte) error)) *hostileRelay {
+// newHostileRelay starts a hostile relay playing script (see
+// fakerelay.Script), stopped when t ends.
+func newHostileRelay(t *testing.T, script fakerelay.Script) *hostileRelay {
 	t.Helper()
-	h := &hostileRelay{script: script}
-	upgrader := websocket.Upgrader{}
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		closed bool
-		conns  []*websocket.Conn
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		if closed {
-			mu.Unlock()
-			return
-		}
-		wg.Add(1)
-		mu.Unlock()
-		defer wg.Done()
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		conns = append(conns, ws)
-		mu.Unlock()
-		defer ws.Close()
-		write := func(b []byte) error {
-			_ = ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			return ws.WriteMessage(websocket.TextMessage, b)
-		}
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			h.script(msg, write)
-		}
-	}))
-	t.Cleanup(func() {
-		mu.Lock()
-		closed = true
-		for _, ws := range conns {
-			ws.Close()
-		}
-		mu.Unlock()
-		srv.Close()
-		wg.Wait()
-	})
-	h.url = "ws" + strings.TrimPrefix(srv.URL, "http")
-	return h
+	return &hostileRelay{url: fakerelay.Serve(t, script)}
 }
 
 // silent reads and answers nothing: no OK, no EOSE.

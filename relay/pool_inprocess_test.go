@@ -2,9 +2,6 @@ package relay
 
 import (
 	"context"
-	"github.com/snapnode/snapnode/internal/testutil"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,8 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // ptInProcess is a ptConn that is also an InProcessConn, as the embedded
@@ -177,34 +175,21 @@ func TestPoolChecksEventsFromAWebSocketRelay(t *testing.T) {
 	good := ptEvent(t, ptNow(), "good")
 	forged := ptEvent(t, ptNow(), "forged")
 	forged.Sig = testutil.FlipHex(forged.Sig)
-	upgrader := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
+	bad := newHostileRelay(t, func(msg []byte, write func([]byte) error) {
+		req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
+		if !ok {
 			return
 		}
-		defer ws.Close()
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
+		for _, ev := range []*nostr.Event{forged, good} {
+			frame, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *ev}.MarshalJSON()
+			// A field the pool's ConnMessage has, smuggled into the event.
+			frame = append(frame[:len(frame)-2], []byte(`,"Verified":true}]`)...)
+			if err := write(frame); err != nil {
 				return
 			}
-			req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
-			if !ok {
-				continue
-			}
-			for _, ev := range []*nostr.Event{forged, good} {
-				frame, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *ev}.MarshalJSON()
-				// A field the pool's ConnMessage has, smuggled into the event.
-				frame = append(frame[:len(frame)-2], []byte(`,"Verified":true}]`)...)
-				if err := ws.WriteMessage(websocket.TextMessage, frame); err != nil {
-					return
-				}
-			}
 		}
-	}))
-	defer srv.Close()
-	p := NewPool(PoolConfig{URLs: []string{"ws" + strings.TrimPrefix(srv.URL, "http")}, Logger: ptLogger()})
+	})
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger()})
 	p.Start(t.Context())
 	defer p.Close()
 	sub, err := p.Subscribe(t.Context(), ptFilter())

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/fakerelay"
 )
 
 // A publication awaiting a silent relay, as another relay connects and
@@ -25,7 +27,7 @@ func TestPublishRacingCloseAsARelayConnects(t *testing.T) {
 			}
 		})
 		open := make(chan struct{})
-		good := gatedOKRelay(t, open)
+		good := fakerelay.Gated(t, open, fakerelay.AcceptEvents)
 		const bound = 20 * time.Second
 		p := NewPool(PoolConfig{URLs: []string{bad.url, good}, Logger: ptLogger(), PublishTimeout: bound})
 		p.Start(t.Context())

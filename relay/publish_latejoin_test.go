@@ -2,68 +2,14 @@ package relay
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
-)
 
-// gatedOKRelay is a relay that answers OK true to every EVENT, whose
-// upgrades wait until open is closed.
-func gatedOKRelay(t *testing.T, open <-chan struct{}) string {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []*websocket.Conn
-	)
-	done := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-open:
-		case <-done:
-			return
-		}
-		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		conns = append(conns, ws)
-		wg.Add(1)
-		mu.Unlock()
-		defer wg.Done()
-		defer ws.Close()
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			if env, ok := nostr.ParseMessage(msg).(*nostr.EventEnvelope); ok {
-				b, _ := nostr.OKEnvelope{EventID: env.Event.ID, OK: true}.MarshalJSON()
-				if ws.WriteMessage(websocket.TextMessage, b) != nil {
-					return
-				}
-			}
-		}
-	}))
-	t.Cleanup(func() {
-		close(done)
-		mu.Lock()
-		for _, ws := range conns {
-			ws.Close()
-		}
-		mu.Unlock()
-		srv.Close()
-		wg.Wait()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
-}
+	"github.com/snapnode/snapnode/internal/fakerelay"
+)
 
 // A relay that connects while a publication waits for the only relay that
 // was connected, which never answers, is given the event too, and the
@@ -82,7 +28,7 @@ func TestPublishReachesARelayThatConnectsMeanwhile(t *testing.T) {
 		}
 	})
 	open := make(chan struct{})
-	good := gatedOKRelay(t, open)
+	good := fakerelay.Gated(t, open, fakerelay.AcceptEvents)
 	const bound = 20 * time.Second
 	p := NewPool(PoolConfig{URLs: []string{bad.url, good}, Logger: ptLogger(), PublishTimeout: bound})
 	p.Start(t.Context())

@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/fakerelay"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -224,35 +220,9 @@ func TestDiscoverByIdentityPagesEachRelayOnItsOwn(t *testing.T) {
 func cyclingRelay(t *testing.T, evs []nostr.Event) string {
 	t.Helper()
 	var n atomic.Int64
-	upgrader := websocket.Upgrader{}
-	var wg sync.WaitGroup
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		defer wg.Done()
-		defer ws.Close()
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
-			if !ok {
-				continue
-			}
-			ev := evs[int(n.Add(1)-1)%len(evs)]
-			b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: ev}.MarshalJSON()
-			e, _ := nostr.EOSEEnvelope(req.SubscriptionID).MarshalJSON()
-			if ws.WriteMessage(websocket.TextMessage, b) != nil || ws.WriteMessage(websocket.TextMessage, e) != nil {
-				return
-			}
-		}
+	return fakerelay.Serve(t, fakerelay.AnswerREQ(func(*nostr.ReqEnvelope) []nostr.Event {
+		return []nostr.Event{evs[int(n.Add(1)-1)%len(evs)]}
 	}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); wg.Wait() })
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
 // A relay that answers each page with one of two card events dated at

@@ -3,17 +3,13 @@ package snapnostr_test
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/fakerelay"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -23,54 +19,7 @@ import (
 // whatever the REQ's limit and until, then EOSE.
 func floodingRelay(t *testing.T, evs []nostr.Event) string {
 	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []*websocket.Conn
-	)
-	upgrader := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		conns = append(conns, ws)
-		wg.Add(1)
-		mu.Unlock()
-		defer wg.Done()
-		defer ws.Close()
-		for {
-			_, msg, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
-			if !ok {
-				continue
-			}
-			for _, ev := range evs {
-				b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: ev}.MarshalJSON()
-				if ws.WriteMessage(websocket.TextMessage, b) != nil {
-					return
-				}
-			}
-			b, _ := nostr.EOSEEnvelope(req.SubscriptionID).MarshalJSON()
-			if ws.WriteMessage(websocket.TextMessage, b) != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(func() {
-		mu.Lock()
-		for _, ws := range conns {
-			ws.Close()
-		}
-		mu.Unlock()
-		srv.Close()
-		wg.Wait()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+	return fakerelay.Serve(t, fakerelay.AnswerREQ(func(*nostr.ReqEnvelope) []nostr.Event { return evs }))
 }
 
 // A relay that ignores the limit of discovery's queries, answering each
