@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -32,17 +33,9 @@ func (s *Store) Recent(ctx context.Context, taskID string, limit int) ([]Interac
 	}
 	// Newest first, then put in order.
 	var out []Interaction
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq DESC LIMIT ?`), taskID, limit)) {
-		var b []byte
-		if err == nil {
-			err = rows.Scan(&b)
-		}
-		var it Interaction
-		if err == nil {
-			it, err = decodeBrief(b)
-		}
+	for it, err := range s.briefs(ctx, taskID, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq DESC LIMIT ?`, taskID, limit) {
 		if err != nil {
-			return nil, 0, fmt.Errorf("agent: read history of %s: %w", taskID, err)
+			return nil, 0, err
 		}
 		out = append(out, it)
 	}
@@ -112,24 +105,41 @@ func (s *Store) Proposer(ctx context.Context, taskID, actionID string) (*Interac
 	if s.d.Name() == "postgres" {
 		find = "strpos(body, ?) > 0"
 	}
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT body FROM agent_interactions WHERE task_id = ? AND `+find+` ORDER BY seq DESC`),
-		taskID, `"action_id":`+string(key))) {
-		var b []byte
-		if err == nil {
-			err = rows.Scan(&b)
-		}
-		var it Interaction
-		if err == nil {
-			it, err = decodeBrief(b)
-		}
+	for it, err := range s.briefs(ctx, taskID, `SELECT body FROM agent_interactions WHERE task_id = ? AND `+find+` ORDER BY seq DESC`,
+		taskID, `"action_id":`+string(key)) {
 		if err != nil {
-			return nil, fmt.Errorf("agent: read history of %s: %w", taskID, err)
+			return nil, err
 		}
 		if it.Observation != nil && it.Observation.ActionID == actionID {
 			return &it, nil
 		}
 	}
 	return nil, nil
+}
+
+// briefs yields, in the order query gives them, the interactions of the
+// live history of taskID whose bodies query (with args) selects, each
+// read by decodeBrief; an error, wrapped, ends them.
+func (s *Store) briefs(ctx context.Context, taskID, query string, args ...any) iter.Seq2[Interaction, error] {
+	return func(yield func(Interaction, error) bool) {
+		for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(query), args...)) {
+			var b []byte
+			if err == nil {
+				err = rows.Scan(&b)
+			}
+			var it Interaction
+			if err == nil {
+				it, err = decodeBrief(b)
+			}
+			if err != nil {
+				yield(Interaction{}, fmt.Errorf("agent: read history of %s: %w", taskID, err))
+				return
+			}
+			if !yield(it, nil) {
+				return
+			}
+		}
+	}
 }
 
 // decodeBrief is the Interaction stored as b, its request's messages
