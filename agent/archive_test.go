@@ -10,23 +10,35 @@ import (
 	"testing"
 )
 
+// heldJob creates the running job "arch", held by "me", and writes its
+// interactions 0 to n-1 (storeInteraction, "text SEQ"), calling after,
+// when not nil, after each.
+func heldJob(t *testing.T, ctx context.Context, s *Store, n int, after func(seq int)) *Job {
+	t.Helper()
+	j := storeJob("arch", Running, storeT0)
+	j.LeaseHolder = "me"
+	mustCreate(t, ctx, s, j)
+	if _, err := s.Claim(ctx, "arch", "me", storeT0, at(1e12)); err != nil {
+		t.Fatal(err)
+	}
+	for seq := range n {
+		j.NextSeq = seq + 1
+		if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(seq, fmt.Sprintf("text %d", seq)), Holder: "me"}); err != nil {
+			t.Fatal(err)
+		}
+		if after != nil {
+			after(seq)
+		}
+	}
+	return j
+}
+
 // The store's archives: what Archive moves reads back in place, under the
 // lease holder only, sealed segments only with their key, and the chain
 // catches segments swapped.
 func TestStoreArchive(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
-		j := storeJob("arch", Running, storeT0)
-		j.LeaseHolder = "me"
-		mustCreate(t, ctx, s, j)
-		if _, err := s.Claim(ctx, "arch", "me", storeT0, at(1e12)); err != nil {
-			t.Fatal(err)
-		}
-		for seq := range 6 {
-			j.NextSeq = seq + 1
-			if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(seq, fmt.Sprintf("text %d", seq)), Holder: "me"}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		heldJob(t, ctx, s, 6, nil)
 		want, err := s.Interactions(ctx, "arch")
 		if err != nil {
 			t.Fatal(err)
@@ -94,18 +106,7 @@ func TestStoreArchive(t *testing.T) {
 // tells. Before, the history read without them, as 0, 1, 5.
 func TestStoreArchiveNewestSegmentDeleted(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
-		j := storeJob("arch", Running, storeT0)
-		j.LeaseHolder = "me"
-		mustCreate(t, ctx, s, j)
-		if _, err := s.Claim(ctx, "arch", "me", storeT0, at(1e12)); err != nil {
-			t.Fatal(err)
-		}
-		for seq := range 6 {
-			j.NextSeq = seq + 1
-			if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(seq, fmt.Sprintf("text %d", seq)), Holder: "me"}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		heldJob(t, ctx, s, 6, nil)
 		for _, before := range []int{2, 5} {
 			if _, err := s.Archive(ctx, "arch", "me", before, false); err != nil {
 				t.Fatal(err)

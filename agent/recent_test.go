@@ -60,23 +60,13 @@ func TestStoreRecent(t *testing.T) {
 // segments, and as Interactions does (but the requests' messages).
 func TestStoreRecentArchived(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
-		j := storeJob("arch", Running, storeT0)
-		j.LeaseHolder = "me"
-		mustCreate(t, ctx, s, j)
-		if _, err := s.Claim(ctx, "arch", "me", storeT0, at(1e12)); err != nil {
-			t.Fatal(err)
-		}
-		for seq := range 9 {
-			j.NextSeq = seq + 1
-			if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(seq, fmt.Sprintf("text %d", seq)), Holder: "me"}); err != nil {
-				t.Fatal(err)
-			}
+		heldJob(t, ctx, s, 9, func(seq int) {
 			if seq == 3 || seq == 6 {
 				if _, err := s.Archive(ctx, "arch", "me", seq, false); err != nil {
 					t.Fatal(err)
 				}
 			}
-		}
+		})
 		all, err := s.Interactions(ctx, "arch")
 		if err != nil {
 			t.Fatal(err)
