@@ -10,26 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snaphttp"
 )
-
-// nonLoopbackIPv4 is an IPv4 address of this machine other than loopback;
-// a machine without one skips the test.
-func nonLoopbackIPv4(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("this machine has no IPv4 address but loopback: no client off loopback can be made here")
-	return ""
-}
 
 // Config.Metrics is served to clients on loopback only unless
 // MetricsPublic: a server listening on every address, asked from the
@@ -37,7 +21,7 @@ func nonLoopbackIPv4(t *testing.T) string {
 // without metrics (and logs the first such refusal, once). Before, any
 // client read them.
 func TestMetricsLoopbackOnly(t *testing.T) {
-	addr := nonLoopbackIPv4(t)
+	addr := nettest.MachineIPv4(t)
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "snap_up 1\n") })
 	serve := func(t *testing.T, mutate func(*snaphttp.Config)) (port string, log *testutil.LockedBuffer) {
 		log = new(testutil.LockedBuffer)

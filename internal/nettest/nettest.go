@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -41,4 +42,22 @@ func HeldOpen(conns []net.Conn, max int) int {
 			return len(open)
 		}
 	}
+}
+
+// MachineIPv4 is an IPv4 address of this machine other than loopback, from
+// which a test can be a client off loopback; on a machine without one, it
+// skips tb.
+func MachineIPv4(tb testing.TB) string {
+	tb.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			return ipn.IP.String()
+		}
+	}
+	tb.Skip("this machine has no IPv4 address but loopback: no client off loopback can be made here")
+	return ""
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/internal/node"
 )
 
@@ -310,7 +311,7 @@ func TestConsoleURLWithoutHTTP(t *testing.T) {
 // off, prints a link that a browser on the machine can open (it connects
 // from that address, not from loopback); before, it got 403.
 func TestConsoleURLOnTheMachinesAddress(t *testing.T) {
-	addr := machineAddress(t)
+	addr := nettest.MachineIPv4(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	n, stop := startNode(t, func(c *config.Config) {
 		c.DataDir = dataDir

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snaphttp"
@@ -191,7 +192,7 @@ func metricsGet(t *testing.T, n *node.Node, from, host string) (int, string) {
 // Before, anyone who reached http_listen read them. The node says at
 // start where metrics are served and to whom.
 func TestMetricsOnHTTPLoopbackOnly(t *testing.T) {
-	addr := machineAddress(t)
+	addr := nettest.MachineIPv4(t)
 	var log testutil.LockedBuffer
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
@@ -216,7 +217,7 @@ func TestMetricsOnHTTPLoopbackOnly(t *testing.T) {
 // metrics_public serves /metrics on http_listen to clients off loopback
 // too, and the node says so at start.
 func TestMetricsPublic(t *testing.T) {
-	addr := machineAddress(t)
+	addr := nettest.MachineIPv4(t)
 	var log testutil.LockedBuffer
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")

@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -324,7 +325,7 @@ func TestCardRelays(t *testing.T) {
 		t.Errorf("by default the card advertises %v, want the relays used %v", got, n.RelayURLs())
 	}
 
-	ip := machineAddress(t)
+	ip := nettest.MachineIPv4(t)
 	proxied := []string{"wss://relay.example.com"}
 	n, _ = startNode(t, func(c *config.Config) { c.RelayListen, c.Card.NostrRelays = net.JoinHostPort(ip, "0"), proxied })
 	if got := n.Card().NostrRelays; !slices.Equal(got, proxied) {

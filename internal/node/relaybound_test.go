@@ -15,6 +15,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 )
 
 // The node's embedded relay keeps what relay_store_max_events allows:
@@ -86,7 +87,7 @@ func storedIDs(t *testing.T, ws *websocket.Conn, filter nostr.Filter) []string {
 // bound for the events of one client address: past it, that address's
 // own oldest go, not what others stored.
 func TestEmbeddedRelayPeerShare(t *testing.T) {
-	ip := machineAddress(t)
+	ip := nettest.MachineIPv4(t)
 	n := startNodeWith(t, func(c *config.Config) {
 		c.RelayListen = "0.0.0.0:0"
 		c.RelayStoreMaxEvents, c.RelayStorePeerShare = 10, 0.2
@@ -134,7 +135,7 @@ func TestEmbeddedRelayPeerShare(t *testing.T) {
 // a client address; the node's own publishing is not limited: it
 // republishes its card at each reload however many events it published.
 func TestEmbeddedRelayEventRate(t *testing.T) {
-	ip := machineAddress(t)
+	ip := nettest.MachineIPv4(t)
 	var cfg config.Config
 	n := startNodeWith(t, func(c *config.Config) {
 		c.RelayListen = "0.0.0.0:0"
@@ -222,20 +223,4 @@ func publishNote(t *testing.T, ws *websocket.Conn, sk, content string) (id strin
 	accepted, _ = ok[2].(bool)
 	message, _ = ok[3].(string)
 	return ev.ID, accepted, message
-}
-
-// machineAddress is an IPv4 address of this machine other than loopback,
-// which the relay counts as a peer; a machine without one skips the test.
-func machineAddress(t *testing.T) string {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("this machine has no IPv4 address but loopback: no client off loopback can be made here")
-	return ""
 }
