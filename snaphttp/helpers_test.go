@@ -104,15 +104,22 @@ func newSNAPServer(t testing.TB, h *hooks) *snap.Server {
 type env struct {
 	srv    *snaphttp.Server
 	snap   *snap.Server
-	base   string // http://127.0.0.1:port
+	base   string // http://127.0.0.1:port (the address listened on)
 	ws     string // ws://127.0.0.1:port/snap
 	client *client.HTTP
 	stop   func() error
 }
 
-// start serves cfg (Handler defaults to a real snap.Server) until the
-// test ends; mutate may change the config, and ln wrap the listener.
+// start serves cfg (Handler defaults to a real snap.Server) on a
+// loopback port until the test ends; mutate may change the config, and
+// ln wrap the listener.
 func start(t testing.TB, h *hooks, mutate func(*snaphttp.Config), wrap ...func(net.Listener) net.Listener) *env {
+	t.Helper()
+	return startOn(t, "tcp", "127.0.0.1:0", h, mutate, wrap...)
+}
+
+// startOn is start listening on network and address.
+func startOn(t testing.TB, network, address string, h *hooks, mutate func(*snaphttp.Config), wrap ...func(net.Listener) net.Listener) *env {
 	t.Helper()
 	s := newSNAPServer(t, h)
 	cfg := snaphttp.Config{
@@ -129,7 +136,7 @@ func start(t testing.TB, h *hooks, mutate func(*snaphttp.Config), wrap ...func(n
 	if h != nil && h.socketRead != nil {
 		snaphttp.SetSocketRead(srv, h.socketRead)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package snaphttp_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -25,27 +24,11 @@ func TestMetricsLoopbackOnly(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "snap_up 1\n") })
 	serve := func(t *testing.T, mutate func(*snaphttp.Config)) (port string, log *testutil.LockedBuffer) {
 		log = new(testutil.LockedBuffer)
-		s := newSNAPServer(t, nil)
-		cfg := snaphttp.Config{Handler: s, Key: serverKey, Address: s.Address(), Logger: slog.New(slog.NewTextHandler(log, nil))}
-		mutate(&cfg)
-		srv, err := snaphttp.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp4", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ctx, ln) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
+		e := startOn(t, "tcp4", "0.0.0.0:0", nil, func(c *snaphttp.Config) {
+			c.Logger = slog.New(slog.NewTextHandler(log, nil))
+			mutate(c)
 		})
-		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		_, port, _ = net.SplitHostPort(strings.TrimPrefix(e.base, "http://"))
 		return port, log
 	}
 	get := func(t *testing.T, from, port string) (int, string) {
