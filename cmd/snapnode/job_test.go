@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/agenttest"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
@@ -492,21 +493,8 @@ func TestLongJobHistoryStreamed(t *testing.T) {
 	ctx := context.Background()
 	db, st, j, t0 := newJob(t, dir, "job-long")
 	const steps, size = 1000, 16 << 10
-	const think = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"THINK","args":{}}`
-	for i := range steps {
-		msgs := []agent.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "task"}}
-		if i > 0 {
-			msgs = append(msgs, agent.ChatMessage{Role: "assistant", Content: think},
-				agent.ChatMessage{Role: "user", Content: strings.Repeat(string(rune('a'+i%26)), size)})
-		}
-		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
-			Request:     agent.Request{Messages: msgs, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
-			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", RawResponse: think, NewStatus: agent.Running},
-			Observation: &agent.Observation{Outcome: agent.ObsCompleted, Text: strings.Repeat(string(rune('a'+(i+1)%26)), size)}}
-		j.Status, j.NextSeq, j.Steps = agent.Running, i+1, i+1
-		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
-			t.Fatal(err)
-		}
+	if err := agenttest.WriteThinking(ctx, st, j, t0, steps, size); err != nil {
+		t.Fatal(err)
 	}
 	db.Close()
 
