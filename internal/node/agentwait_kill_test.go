@@ -114,10 +114,7 @@ func TestAgentWaitForHumanSurvivesSIGKILL(t *testing.T) {
 	d.Kill(t)
 
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	defer db.Close()
 	var writes, promoted int
 	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM executor_actions WHERE task = ? AND action = 'WRITE_FILE' AND state = 'promoted'`, c.id).Scan(&writes); err != nil {

@@ -277,10 +277,7 @@ func TestChaosSIGKILL(t *testing.T) {
 
 	// The executor's records and the audit log, per task.
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	defer db.Close()
 	records, promoted := chaosRecords(t, ctx, db)
 

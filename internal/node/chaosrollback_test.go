@@ -77,10 +77,7 @@ func TestChaosRollbackSIGKILL(t *testing.T) {
 		t.FailNow()
 	}
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	defer db.Close()
 	actions := make([]string, total)
 	for i, id := range tasks {

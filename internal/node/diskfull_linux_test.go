@@ -117,10 +117,7 @@ func TestDiskFullThenRestart(t *testing.T) {
 	d.Kill(t)
 
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	defer db.Close()
 	states := map[string]string{}
 	for i, id := range accepted {

@@ -51,10 +51,7 @@ func TestStartOverAFileChangedSinceAnInterruptedPromotion(t *testing.T) {
 	first.kill(t, "ran", lost)
 
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	var taskID string
 	if err := db.R.QueryRowContext(ctx, `SELECT task FROM executor_actions WHERE action = 'WRITE_FILE'`).Scan(&taskID); err != nil {
 		t.Fatal(err)

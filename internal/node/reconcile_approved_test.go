@@ -28,10 +28,7 @@ func TestReconcileApprovedWorkingAfterSIGKILL(t *testing.T) {
 	// the approval, not yet completed. The clock is moved so that the
 	// task was created 10 s ago, its action held 5 s ago, and approved now.
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	defer db.Close()
 	sec := time.Second.Microseconds()
 	for _, q := range []struct {
