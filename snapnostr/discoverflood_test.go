@@ -84,12 +84,8 @@ func TestDiscoverUnderAFloodOfImpostorCards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	card := cardOf(t, agent)
 	at := time.Now().Add(-4 * time.Hour).Truncate(time.Second)
-	own, err := snapnostr.CardEvent(card, agent, at)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := signedCard(t, agent, at)
 	cases := []struct {
 		name     string
 		cfg      embedded.Config
@@ -109,7 +105,7 @@ func TestDiscoverUnderAFloodOfImpostorCards(t *testing.T) {
 			pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, QueryMaxEvents: tc.maxQuery, Logger: slog.New(slog.DiscardHandler)})
 			pool.Start(ctx)
 			defer pool.Close()
-			found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, card.Identity, snapnostr.DiscoverConfig{})
+			found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, agent.Address(identity.Mainnet), snapnostr.DiscoverConfig{})
 			if err != nil {
 				t.Fatalf("discover: %v (%d rejected)", err, rejected.Count)
 			}

@@ -32,12 +32,8 @@ func TestDiscoverPastARelayIgnoringTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	card := cardOf(t, agent)
 	at := time.Now().Add(-time.Hour).Truncate(time.Second)
-	own, err := snapnostr.CardEvent(card, agent, at)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := signedCard(t, agent, at)
 	const maxQuery = 100
 	bad := floodingRelay(t, impostors(t, own, maxQuery+1, at.Add(time.Second)))
 	good := startRelayWith(t, embedded.Config{})
@@ -48,7 +44,7 @@ func TestDiscoverPastARelayIgnoringTheLimit(t *testing.T) {
 	pool := relay.NewPool(relay.PoolConfig{URLs: []string{bad, good}, QueryMaxEvents: maxQuery, Logger: slog.New(slog.DiscardHandler)})
 	pool.Start(ctx)
 	defer pool.Close()
-	found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, card.Identity, snapnostr.DiscoverConfig{})
+	found, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, agent.Address(identity.Mainnet), snapnostr.DiscoverConfig{})
 	if err != nil {
 		t.Fatalf("discover: %v (%d rejected)", err, rejected.Count)
 	}
