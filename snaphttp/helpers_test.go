@@ -99,6 +99,15 @@ func newSNAPServer(t testing.TB, h *hooks) *snap.Server {
 	})
 }
 
+// errorAnswer is the SNAP error an HTTP answer carries.
+type errorAnswer struct {
+	Error struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data"`
+	} `json:"error"`
+}
+
 // env is a snaphttp.Server on a loopback port in front of a real
 // snap.Server.
 type env struct {

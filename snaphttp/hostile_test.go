@@ -53,13 +53,7 @@ func TestUnfinishedBodyIsAnswered(t *testing.T) {
 				t.Fatalf("no answer: %v", err)
 			}
 			defer resp.Body.Close()
-			var body struct {
-				Error struct {
-					Code    int            `json:"code"`
-					Message string         `json:"message"`
-					Data    map[string]any `json:"data"`
-				} `json:"error"`
-			}
+			var body errorAnswer
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatal(err)
 			}
@@ -160,12 +154,7 @@ func TestPostRefusesContentEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var body struct {
-			Error struct {
-				Code int            `json:"code"`
-				Data map[string]any `json:"data"`
-			} `json:"error"`
-		}
+		var body errorAnswer
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if err != nil {

@@ -47,11 +47,7 @@ func TestConnectionRefusalNamesTheCap(t *testing.T) {
 			t.Fatalf("a connection from %s over the cap got no answer: %v", src, err)
 		}
 		defer resp.Body.Close()
-		var body struct {
-			Error struct {
-				Data map[string]any `json:"data"`
-			} `json:"error"`
-		}
+		var body errorAnswer
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 			t.Fatal(err)
 		}
@@ -87,12 +83,7 @@ func TestWebSocketDataBeforeUpgradeIsRefused(t *testing.T) {
 		t.Fatalf("no answer: %v", err)
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Error struct {
-			Code int            `json:"code"`
-			Data map[string]any `json:"data"`
-		} `json:"error"`
-	}
+	var body errorAnswer
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}

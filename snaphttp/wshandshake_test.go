@@ -38,12 +38,7 @@ func TestWebSocketHandshakeRefusalsNameTheHeader(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var body struct {
-			Error struct {
-				Code int            `json:"code"`
-				Data map[string]any `json:"data"`
-			} `json:"error"`
-		}
+		var body errorAnswer
 		if err := json.Unmarshal(b, &body); err != nil {
 			t.Fatalf("%s: %v: %s", c.name, err, b)
 		}
