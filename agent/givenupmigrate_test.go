@@ -24,8 +24,8 @@ func TestMigrationGivesUpCancelsOfNone(t *testing.T) {
 		if s, err = OpenStore(ctx, db); err != nil {
 			t.Fatalf("opened again: %v", err)
 		}
-		if v, err := db.SchemaVersion(ctx, "agent"); err != nil || v != 15 {
-			t.Fatalf("SchemaVersion = %d, %v; want 15", v, err)
+		if v, err := db.SchemaVersion(ctx, "agent"); err != nil || v < 15 {
+			t.Fatalf("SchemaVersion = %d, %v; want at least 15", v, err)
 		}
 		h, err := s.History(ctx, "old")
 		if err != nil || h.CancelsGivenUp != 0 {

@@ -33,6 +33,9 @@ func migrations() sqldb.Migrations {
 var (
 	// ErrNoJob: no job has this task id.
 	ErrNoJob = errors.New("agent: no such job")
+	// ErrForgotten: the job is being forgotten (Forget), its history
+	// deleted with its task; it is also ErrNoJob.
+	ErrForgotten = fmt.Errorf("%w: it was forgotten, with its history, after its task was deleted", ErrNoJob)
 	// ErrLeaseLost: the job is no longer this process's (its lease lapsed
 	// and another claimed it, or it was decided elsewhere).
 	ErrLeaseLost = errors.New("agent: lease lost")
@@ -163,17 +166,27 @@ func scanJob(sc scanner) (*Job, error) {
 	return &j, nil
 }
 
-// Get returns the job of a task, or ErrNoJob.
+// Get returns the job of a task, or ErrNoJob (ErrForgotten for a job
+// being forgotten: see Forget).
 func (s *Store) Get(ctx context.Context, taskID string) (*Job, error) {
-	j, err := scanJob(s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs WHERE task_id = ?`), taskID))
-	if errors.Is(err, sql.ErrNoRows) {
+	var forgotten int64
+	row := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT `+jobColumns+`, forgotten FROM agent_jobs WHERE task_id = ?`), taskID)
+	j, err := scanJob(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &forgotten)...) }))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return nil, ErrNoJob
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
+	case forgotten != 0:
+		return nil, ErrForgotten
 	}
 	return j, nil
 }
+
+// scanFunc is a scanner of a func.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // PendingInput returns what the job's next model call is told first.
 func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error) {
@@ -537,15 +550,13 @@ func (s *Store) endedWhere() string {
 // (CanceledSent). It reports whether
 // there was a job; one that has not ended is kept (false). A long history
 // goes a hundred rows a transaction, the job's own row last, so that no
-// one transaction holds the database's writer for long and a Forget cut
-// short is finished by the next.
+// one transaction holds the database's writer for long; the job is first
+// marked forgotten, in a transaction of its own, so that from then on it
+// reads as forgotten (Get's ErrForgotten), never as a history missing
+// some of its rows, and a Forget cut short is finished by the next.
 func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
-	var n int
-	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT count(*) FROM agent_jobs WHERE task_id = ? AND `+endedJobs), taskID).Scan(&n); err != nil || n == 0 {
-		if err != nil {
-			return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
-		}
-		return false, nil
+	if ok, err := s.exec(ctx, "forget", taskID, `UPDATE agent_jobs SET forgotten = 1 WHERE task_id = ? AND `+endedJobs, taskID); err != nil || !ok {
+		return false, err
 	}
 	for _, t := range []struct{ table, key string }{{"agent_interactions", "seq"}, {"agent_history_segments", "idx"}, {"agent_recovery_points", "seq"}, {"agent_sent_cancels", "id"}} {
 		q := s.d.Rebind(`DELETE FROM ` + t.table + ` WHERE task_id = ? AND ` + t.key + ` IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE task_id = ? ORDER BY ` + t.key + ` LIMIT 100)`)
@@ -565,7 +576,7 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 			s.warnDropped(taskID, gone, "the job was forgotten")
 		}
 	}
-	return s.exec(ctx, "forget", taskID, `DELETE FROM agent_jobs WHERE task_id = ? AND `+endedJobs, taskID)
+	return s.exec(ctx, "forget", taskID, `DELETE FROM agent_jobs WHERE task_id = ? AND forgotten = 1`, taskID)
 }
 
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, error) {
@@ -1309,14 +1320,14 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 		return nil, err
 	}
 	if h.Interactions, err = s.Interactions(ctx, taskID); err != nil {
-		return nil, err
+		return nil, s.forgottenSince(ctx, taskID, err)
 	}
 	got := 0
 	if n := len(h.Interactions); n > 0 {
 		got = h.Interactions[n-1].Sequence + 1
 	}
 	if err := missingNewest(taskID, got, next); err != nil {
-		return nil, err
+		return nil, s.forgottenSince(ctx, taskID, err)
 	}
 	if end, err := s.historyEnd(ctx, taskID, next, got); err != nil {
 		return nil, err
@@ -1343,6 +1354,20 @@ func missingNewest(taskID string, got, next int) error {
 	return nil
 }
 
+// forgottenSince is err, the failure of a reading of the history of
+// taskID, unless the job was forgotten as it was read (Forget deleting
+// its history from under the reading, which then does not verify): then
+// ErrForgotten, or ErrNoJob once Forget is done.
+func (s *Store) forgottenSince(ctx context.Context, taskID string, err error) error {
+	if !errors.Is(err, ErrArchiveTampered) && !errors.Is(err, ErrHistoryMismatch) {
+		return err
+	}
+	if _, gerr := s.Get(ctx, taskID); errors.Is(gerr, ErrNoJob) {
+		return gerr
+	}
+	return err
+}
+
 // CheckHistory reads a job's history through (EachInteraction), as
 // History would, without holding it: ErrHistoryMismatch or
 // ErrArchiveTampered when it does not verify. It returns the history
@@ -1352,8 +1377,10 @@ func (s *Store) CheckHistory(ctx context.Context, taskID string) (*History, erro
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.eachBefore(ctx, taskID, -1, next, nil)
-	return h, err
+	if _, err = s.eachBefore(ctx, taskID, -1, next, nil); err != nil {
+		return h, s.forgottenSince(ctx, taskID, err)
+	}
+	return h, nil
 }
 
 // StreamHistory reads a job's history as History returns it, without
@@ -1370,7 +1397,7 @@ func (s *Store) StreamHistory(ctx context.Context, taskID string, head func(*His
 	}
 	got, err := s.eachBefore(ctx, taskID, -1, next, nil)
 	if err != nil {
-		return err
+		return s.forgottenSince(ctx, taskID, err)
 	}
 	end, err := s.historyEnd(ctx, taskID, next, got)
 	if err != nil {
@@ -1379,8 +1406,10 @@ func (s *Store) StreamHistory(ctx context.Context, taskID string, head func(*His
 	if err := head(h); err != nil {
 		return err
 	}
-	_, err = s.eachBefore(ctx, taskID, end, end, each)
-	return err
+	if _, err = s.eachBefore(ctx, taskID, end, end, each); err != nil {
+		return s.forgottenSince(ctx, taskID, err)
+	}
+	return nil
 }
 
 // historyEnd is the sequence after the last interaction of a job's
@@ -1457,9 +1486,10 @@ func (s *Store) List(ctx context.Context, limit int, statuses ...Status) ([]*Job
 		where string
 		args  []any
 	)
+	where = `WHERE forgotten = 0 `
 	for i, st := range statuses {
 		if i == 0 {
-			where = `WHERE status IN (?`
+			where += `AND status IN (?`
 		} else {
 			where += `, ?`
 		}

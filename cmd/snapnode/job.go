@@ -481,6 +481,10 @@ func (c *cli) jobReplay(args []string) int {
 // (nodeCommand: the bare one finds no node of another data folder).
 func (c *cli) jobError(fs *flag.FlagSet, id string, err error) int {
 	prog := fs.Name()
+	if errors.Is(err, agent.ErrForgotten) {
+		fmt.Fprintf(c.stderr, "%s: the agent job of task %s was forgotten, with its history, after its task was deleted\n", prog, shellWord(id))
+		return exitFail
+	}
 	if errors.Is(err, agent.ErrNoJob) {
 		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list %sshows them)\n", prog, shellWord(id), nodeCommand(fs))
 		return exitFail
