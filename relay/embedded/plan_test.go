@@ -54,6 +54,8 @@ func TestQueryPlanCommonTag(t *testing.T) {
 		{`{"kinds":[7],"#p":["` + common + `"]}`, "", "SEARCH e USING INDEX events_kind"},
 		{`{"#e":["own 5"],"#p":["` + common + `"]}`, "e", "SEARCH d USING INDEX tags_name_value"},
 		{`{"#p":["` + common + `"],"#t":["none"]}`, "t", "SEARCH d USING INDEX tags_name_value"},
+		// A requester's subscription for its reply.
+		{`{"kinds":[1],"#p":["` + common + `"],"#e":["own 5"],"since":` + fmt.Sprint(testNow-100) + `}`, "e", "SEARCH d USING INDEX tags_name_value"},
 		// The common tag still drives when it is the narrower.
 		{`{"authors":["` + k.pk + `"],"#e":["own 5"]}`, "e", "SEARCH d USING INDEX tags_name_value"},
 		{`{"kinds":[1],"#e":["own 5"]}`, "e", "SEARCH d USING INDEX tags_name_value"},
@@ -111,6 +113,11 @@ func BenchmarkQueryCommonTag(b *testing.B) {
 		{"tag-none", `{"#p":["` + common + `"],"#t":["none"]}`},
 		{"author-all-limit-500", `{"authors":["` + k.pk + `"],"#p":["` + common + `"]}`},
 		{"tag-one", `{"kinds":[1],"#e":["own 7"]}`},
+		// A SNAP requester's subscription for its reply: kinds, itself
+		// (#p, common), its request's id (#e, unique) and since; before
+		// the reply is stored and after.
+		{"reply-pending", `{"kinds":[1],"#p":["` + common + `"],"#e":["own none"],"since":` + fmt.Sprint(testNow-100) + `}`},
+		{"reply", `{"kinds":[1],"#p":["` + common + `"],"#e":["own 7"],"since":` + fmt.Sprint(testNow-100) + `}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			f := mustFilter(b, tc.js)

@@ -610,23 +610,41 @@ const driveEvents = -1
 // that long at most.
 const probeRows = 1000
 
+// fewRows is a count of rows that a query reads in less time than choose
+// would take to count the other conditions: a condition matching fewer
+// drives the query at once.
+const fewRows = 64
+
 // choose returns what drives the query of f: ids if any; else, of its
-// conditions on authors (with kinds), on each tag and on kinds, the one
-// that matches the fewest rows, counted in their indexes up to
-// probeRows. A common tag paired with an author or a kind that matches
-// nothing would otherwise read every row of that tag. Ties (past
-// probeRows each) go to the tag with the fewest values, whose index
-// gives the rows newest first, so that the query stops at its limit.
-// empty reports that a condition matches nothing stored, and so does f.
+// conditions on authors (with kinds), on each tag and on kinds, one that
+// matches few rows, counted in their indexes. A common tag paired with
+// an author or a kind that matches nothing would otherwise read every row
+// of that tag.
+//
+// The tag conditions are counted first, an event's (#e) first and then
+// those with the fewest values, as these tend to be the rarest: a
+// subscription for the replies to one event counts one short index range
+// and goes. Each condition is counted up to fewRows, and the first below
+// drives. When none is, each is counted up to probeRows and the fewest
+// drives; ties (past probeRows each) go to the tag with the fewest
+// values, whose index gives the rows newest first, so that the query
+// stops at its limit. empty reports that a condition matches nothing
+// stored, and so does f.
 func (s *store) choose(ctx context.Context, f *filter) (drive int, empty bool, err error) {
 	if f.ids != nil {
 		return driveEvents, false, nil
 	}
-	var byValues []int // the tag conditions, fewest values first
+	var byRarity []int // the tag conditions, likely rarest first
 	for i := range f.tags {
-		byValues = append(byValues, i)
+		byRarity = append(byRarity, i)
 	}
-	slices.SortStableFunc(byValues, func(a, b int) int { return cmp.Compare(len(f.tags[a].values), len(f.tags[b].values)) })
+	slices.SortStableFunc(byRarity, func(a, b int) int {
+		ta, tb := f.tags[a], f.tags[b]
+		return cmp.Or(
+			cmp.Compare(boolRank(ta.name != "e"), boolRank(tb.name != "e")),
+			cmp.Compare(len(ta.values), len(tb.values)),
+		)
+	})
 	type candidate struct {
 		drive int
 		count func(limit int) (string, []any)
@@ -645,7 +663,7 @@ func (s *store) choose(ctx context.Context, f *filter) (drive int, empty bool, e
 		b.sb.WriteString(" LIMIT ?)")
 		return b.sb.String(), append(b.args, limit)
 	}
-	for _, i := range byValues {
+	for _, i := range byRarity {
 		t := f.tags[i]
 		cands = append(cands, candidate{i, func(limit int) (string, []any) {
 			var b sqlBuilder
@@ -666,21 +684,42 @@ func (s *store) choose(ctx context.Context, f *filter) (drive int, empty bool, e
 	case 1:
 		return cands[0].drive, false, nil
 	}
-	best, bestRows := cands[0].drive, probeRows+1
-	for _, c := range cands {
-		q, args := c.count(bestRows)
+	count := func(c candidate, limit int) (int, error) {
+		q, args := c.count(limit)
 		var n int
 		if err := s.r.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
-			return 0, false, fmt.Errorf("count matching rows: %w", err)
+			return 0, fmt.Errorf("count matching rows: %w", err)
 		}
-		if n == 0 {
-			return c.drive, true, nil
+		return n, nil
+	}
+	for _, c := range cands {
+		n, err := count(c, fewRows)
+		if err != nil {
+			return 0, false, err
+		}
+		if n < fewRows {
+			return c.drive, n == 0, nil
+		}
+	}
+	best, bestRows := cands[0].drive, probeRows+1
+	for _, c := range cands {
+		n, err := count(c, bestRows)
+		if err != nil {
+			return 0, false, err
 		}
 		if n < bestRows {
 			best, bestRows = c.drive, n
 		}
 	}
 	return best, false, nil
+}
+
+// boolRank is 1 for true, 0 for false: false sorts first.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sqlBuilder builds a statement and its arguments.
