@@ -12,6 +12,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 const thinkAnswer = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"THINK","args":{}}`
@@ -126,48 +127,27 @@ func TestHistoryStreamedAsTheJobGoesOn(t *testing.T) {
 // outcome) keeps who decided and when the job was first given it: the
 // record does not name the decider.
 func TestDecisionHandedAgainKeepsWhoDecided(t *testing.T) {
-	for _, approve := range []bool{true, false} {
-		t.Run(map[bool]string{true: "approve", false: "deny"}[approve], func(t *testing.T) {
-			r := newRig(t, testdb.SQLite(t))
-			ctx := context.Background()
-			task, action := heldDelete(t, r)
-			held, err := r.exec.Pending(ctx, task.ID)
-			if err != nil || len(held) != 1 {
-				t.Fatalf("held: %+v %v", held, err)
-			}
-			var res *executor.Result
-			if approve {
-				res, err = r.exec.Approve(ctx, action, executor.Host)
-			} else {
-				res, err = r.exec.Deny(ctx, action, executor.Host, "not today")
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt := decider(t, r, nil)
-			if _, err := rt.Decided(ctx, task.ID, res, approve, held[0].Diff); err != nil {
-				t.Fatalf("Decided: %v", err)
-			}
-			first := lastObservation(t, r, task.ID)
-			acts, err := r.exec.Actions(ctx, task.ID)
-			if err != nil || len(acts) == 0 {
-				t.Fatalf("actions: %v %v", acts, err)
-			}
-			again := acts[len(acts)-1].Result()
-			if again.DecidedBy != "" {
-				t.Fatalf("the record's result names the decider %q: the test is moot", again.DecidedBy)
-			}
-			if _, err := rt.Decided(ctx, task.ID, again, approve, held[0].Diff); err != nil {
-				t.Fatalf("Decided again: %v", err)
-			}
-			o := lastObservation(t, r, task.ID)
-			if o.DecidedBy != executor.Host || first.DecidedAt == nil || o.DecidedAt == nil || !o.DecidedAt.Equal(*first.DecidedAt) ||
-				o.HeldReason != first.HeldReason || o.HeldReason == "" {
-				t.Errorf("handed again: decided by %q at %v, held %q; want %q at %v, held %q", o.DecidedBy, o.DecidedAt, o.HeldReason,
-					executor.Host, first.DecidedAt, first.HeldReason)
-			}
-		})
-	}
+	eachDecision(t, func(t *testing.T, r *rig, task *tasks.Task, approve bool, diff string) {
+		ctx := context.Background()
+		first := lastObservation(t, r, task.ID)
+		acts, err := r.exec.Actions(ctx, task.ID)
+		if err != nil || len(acts) == 0 {
+			t.Fatalf("actions: %v %v", acts, err)
+		}
+		again := acts[len(acts)-1].Result()
+		if again.DecidedBy != "" {
+			t.Fatalf("the record's result names the decider %q: the test is moot", again.DecidedBy)
+		}
+		if _, err := decider(t, r, nil).Decided(ctx, task.ID, again, approve, diff); err != nil {
+			t.Fatalf("Decided again: %v", err)
+		}
+		o := lastObservation(t, r, task.ID)
+		if o.DecidedBy != executor.Host || first.DecidedAt == nil || o.DecidedAt == nil || !o.DecidedAt.Equal(*first.DecidedAt) ||
+			o.HeldReason != first.HeldReason || o.HeldReason == "" {
+			t.Errorf("handed again: decided by %q at %v, held %q; want %q at %v, held %q", o.DecidedBy, o.DecidedAt, o.HeldReason,
+				executor.Host, first.DecidedAt, first.HeldReason)
+		}
+	})
 }
 
 func lastObservation(t *testing.T, r *rig, taskID string) agent.Observation {
